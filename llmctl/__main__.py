@@ -1,0 +1,5 @@
+import sys
+
+from llmctl.cli import main
+
+sys.exit(main())

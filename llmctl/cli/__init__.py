@@ -1,0 +1,105 @@
+"""The llmctl command line: a thin Typer layer over the core modules.
+
+Each command lives in its own module under ``llmctl/cli/`` and registers itself
+on ``app``. Command modules import only light modules at top level; ray, vllm
+and huggingface_hub are imported inside the functions that need them, so
+``llmctl --help`` and ``llmctl models`` never load them (bench/startup.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from llmctl import __version__
+from llmctl.errors import EXIT_INTERRUPTED, EXIT_USAGE, LlmctlError
+
+app = typer.Typer(
+    name="llmctl",
+    help="Generate, validate, size and launch Ray Serve LLM deployments.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"llmctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", envvar="LLMCTL_DEBUG", help="Show tracebacks for errors."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    if debug:
+        os.environ["LLMCTL_DEBUG"] = "1"
+
+
+# Command modules register themselves on `app` when imported.
+import importlib  # noqa: E402
+import importlib.util  # noqa: E402
+
+for _name in ("models", "gen_config", "validate", "plan", "operate"):
+    if importlib.util.find_spec(f"llmctl.cli.{_name}") is not None:  # TODO: plain imports once all land
+        importlib.import_module(f"llmctl.cli.{_name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point: one handler maps errors to exit codes."""
+    from llmctl.cli.console import error
+
+    debug = os.environ.get("LLMCTL_DEBUG") == "1" or "--debug" in (argv or sys.argv[1:])
+    try:
+        rv = app(args=argv, standalone_mode=False)
+    except LlmctlError as e:
+        if debug:
+            raise
+        lines = str(e.message).splitlines() or [""]
+        error(lines[0])
+        for line in lines[1:]:
+            _plain_err(line)
+        return e.exit_code
+    except KeyboardInterrupt:
+        from llmctl.cli.console import err
+
+        err.print("interrupted")
+        return EXIT_INTERRUPTED
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
+        return EXIT_INTERRUPTED
+    except _click_exceptions() as e:  # usage errors from click: one line, exit 2
+        if debug:
+            raise
+        e.show()
+        return getattr(e, "exit_code", EXIT_USAGE)
+    except Exception as e:  # a bug: say so in one line; --debug shows the traceback
+        if debug:
+            raise
+        from llmctl.cli.console import error
+
+        error(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback; please report it)")
+        return 1
+    return rv if isinstance(rv, int) else 0
+
+
+def _plain_err(line: str) -> None:
+    from llmctl.cli.console import err
+
+    err.print(line, markup=False, highlight=False)
+
+
+def _click_exceptions() -> tuple:
+    import click
+
+    return (click.ClickException,)
+
+
+def run() -> None:  # pragma: no cover - console script
+    sys.exit(main())

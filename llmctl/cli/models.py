@@ -1,0 +1,51 @@
+"""`llmctl models`: list the catalog (no ray/vllm import)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from typing_extensions import Annotated
+
+from llmctl.cli import app
+from llmctl.cli.console import out, print_json
+from llmctl.cli.options import JsonOpt
+
+
+def _fmt_params(n: Optional[int]) -> str:
+    if not n:
+        return "?"
+    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
+
+
+@app.command("models")
+def models_cmd(
+    json_: JsonOpt = False,
+    family: Annotated[Optional[str], typer.Option("--family", help="Only this family (e.g. qwen3).")] = None,
+    task: Annotated[Optional[str], typer.Option("--task", help="Only this task: chat, reasoning, vision, code.")] = None,
+) -> None:
+    """List the model catalog."""
+    from llmctl.catalog import load_catalog
+
+    entries = [
+        p for p in load_catalog().values()
+        if (family is None or p.family == family) and (task is None or p.task == task)
+    ]
+    if json_:
+        print_json([p.model_dump(mode="json", exclude={"origin"}) for p in entries])
+        return
+    from rich.table import Table
+
+    table = Table(title=f"llmctl model catalog ({len(entries)} models)")
+    for col in ("id", "hf repo", "family", "task", "params", "ctx", "gated", "TP on H100"):
+        table.add_column(col, overflow="fold")
+    for p in entries:
+        a = p.architecture
+        total = p.parameters.total if p.parameters else None
+        active = p.parameters.active if p.parameters else None
+        params = _fmt_params(total) + (f" ({_fmt_params(active)} active)" if active and total and active != total else "")
+        ctx = f"{a.max_position_embeddings // 1024}k" if a and a.max_position_embeddings else "?"
+        rec = p.recommended.get("H100")
+        table.add_row(p.id, p.hf_repo, p.family, p.task, params, ctx, "yes" if p.gated else "no", str(rec.tp) if rec else "-")
+    out.print(table)
+    out.print("Use an id with: llmctl gen-config --model ID   (or llmctl plan --model ID)")

@@ -1,0 +1,395 @@
+"""The gen-config question flow: flags and prompts fill one DeploymentSpec.
+
+Each question is asked through :meth:`Session.answer`: a flag value wins and is
+parsed by the same ``llmctl.spec.parse_*`` function a prompt's ``validate=``
+uses; without a flag, a terminal gets a questionary prompt; with no terminal,
+``--yes`` takes the default and anything else is a MissingAnswerError naming
+the flag (exit 2 at once, never a wait for input).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+from llmctl import spec as S
+from llmctl.catalog import ModelProfile, load_catalog, resolve_model
+from llmctl.errors import LlmctlError, MissingAnswerError, UsageError
+from llmctl.hardware import GPUS, GPUType
+
+_MISSING = object()
+CUSTOM = "__custom__"
+
+
+@dataclass
+class Flags:
+    """Raw flag values of `llmctl gen-config` (None = not given)."""
+
+    models: list[str] = field(default_factory=list)
+    model_ids: list[str] = field(default_factory=list)
+    gpus: list[str] = field(default_factory=list)
+    tps: list[str] = field(default_factory=list)
+    pps: list[str] = field(default_factory=list)
+    min_replicas: list[str] = field(default_factory=list)
+    max_replicas: list[str] = field(default_factory=list)
+    max_model_lens: list[str] = field(default_factory=list)
+    lora_paths: list[str] = field(default_factory=list)
+    max_lora_adapters: list[str] = field(default_factory=list)
+    max_lora_ranks: list[str] = field(default_factory=list)
+    hf_token_envs: list[str] = field(default_factory=list)
+    fast_download: Optional[bool] = None
+    gpu_memory_utilization: Optional[float] = None
+    app_name: Optional[str] = None
+    route_prefix: Optional[str] = None
+    http_host: Optional[str] = None
+    http_port: Optional[int] = None
+    force: bool = False
+
+
+def per_model(values: list[str], flag: str, n: int, i: int) -> Optional[str]:
+    """A repeatable per-model flag: once for all models, or once per --model."""
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    if len(values) != n:
+        raise UsageError(f"{flag} given {len(values)} times for {n} models; give it once (for all) or once per --model")
+    return values[i]
+
+
+class Session:
+    """Asks questions on a terminal, or takes flags / defaults without one."""
+
+    def __init__(self, *, interactive: bool, assume_yes: bool):
+        self.interactive = interactive
+        self.assume_yes = assume_yes
+
+    def answer(
+        self,
+        flag_value: Any,
+        *,
+        flag: str,
+        label: str,
+        parse: Callable[[Any], Any],
+        default: Any = _MISSING,
+        ask: Optional[Callable[[], Any]] = None,
+    ) -> Any:
+        if flag_value is not None:
+            try:
+                return parse(flag_value)
+            except ValueError as e:
+                raise UsageError(f"{flag}: {e}") from None
+            except LlmctlError as e:
+                raise UsageError(f"{flag}: {e.message}") from None
+        if self.interactive and ask is not None and not (self.assume_yes and default is not _MISSING):
+            return ask()
+        if default is not _MISSING and (self.assume_yes or ask is None):
+            return default
+        if default is not _MISSING:
+            raise MissingAnswerError(f"no {label} given and no terminal to ask on; pass {flag} (or --yes to accept the default)")
+        raise MissingAnswerError(f"no {label} given and no terminal to ask on; pass {flag}")
+
+
+# --------------------------------------------------------------------------
+# questionary front-end (imported lazily: only the interactive path needs it)
+
+
+def _validator(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def check(text: str):
+        try:
+            parse(text)
+        except (ValueError, LlmctlError) as e:
+            return str(getattr(e, "message", e))
+        return True
+
+    return check
+
+
+def _ask(question) -> Any:
+    value = question.unsafe_ask()
+    return value
+
+
+def ask_text(message: str, parse: Callable[[str], Any], default: str = "", instruction: Optional[str] = None) -> Any:
+    import questionary
+
+    raw = _ask(questionary.text(message, default=default, validate=_validator(parse), instruction=instruction))
+    return parse(raw)
+
+
+def ask_select(message: str, choices: Sequence[tuple[str, Any]], default: Any = None, search: bool = False) -> Any:
+    import questionary
+
+    qchoices = [questionary.Choice(title=t, value=v) for t, v in choices]
+    dflt = next((c for c in qchoices if c.value == default), None)
+    kwargs: dict[str, Any] = {}
+    if search:
+        kwargs.update(use_search_filter=True, use_jk_keys=False)
+    return _ask(questionary.select(message, choices=qchoices, default=dflt, **kwargs))
+
+
+def ask_confirm(message: str, default: bool) -> bool:
+    import questionary
+
+    return bool(_ask(questionary.confirm(message, default=default)))
+
+
+# --------------------------------------------------------------------------
+# The flow
+
+
+def _model_choices(catalog: dict[str, ModelProfile]) -> list[tuple[str, Any]]:
+    rows = []
+    for p in catalog.values():
+        params = f"{p.parameters.total / 1e9:.1f}B" if p.parameters else "?"
+        gated = ", gated" if p.gated else ""
+        rows.append((f"{p.id}  ({p.hf_repo}, {params}, {p.task}{gated})", p.id))
+    rows.append(("Other: a Hugging Face repo id, a local directory, or s3:// / gs:// weights…", CUSTOM))
+    return rows
+
+
+def _parse_model(text: str) -> ModelProfile:
+    return resolve_model(str(text))
+
+
+@dataclass
+class TPOption:
+    tp: int
+    label: str
+    fits: Optional[str]  # "fits" | "tight" | "does_not_fit" | None (unknown)
+    plan: Any = None
+
+
+def tp_options(profile: ModelProfile, gpu: GPUType, *, pp: int, max_model_len: Optional[int],
+               gpu_memory_utilization: Optional[float]) -> list[TPOption]:
+    """Valid TP sizes with the sizing verdict for each (when sizing can tell)."""
+    arch = profile.architecture
+    opts = []
+    for tp in S.valid_tp_sizes(arch, gpu, pp):
+        plan = fit_plan(profile, gpu, tp=tp, pp=pp, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization)
+        if plan is None:
+            opts.append(TPOption(tp, f"TP {tp}", None))
+            continue
+        mark = {"fits": "✓", "tight": "~", "does_not_fit": "✗"}[plan.verdict]
+        label = (f"{mark} TP {tp}: {plan.weights_gib_per_gpu:.1f} GiB weights/GPU, "
+                 f"{plan.kv_cache_tokens:,} KV tokens, {plan.max_concurrency:.1f}x concurrency at {plan.max_model_len:,}")
+        if plan.verdict == "does_not_fit":
+            label = f"{mark} TP {tp}: does not fit ({plan.reason})"
+        opts.append(TPOption(tp, label, plan.verdict, plan))
+    return opts
+
+
+def fit_plan(profile: ModelProfile, gpu: GPUType, *, tp: int, pp: int = 1, max_model_len: Optional[int] = None,
+             gpu_memory_utilization: Optional[float] = None):
+    """llmctl.sizing's plan for the choice, or None when it cannot be computed."""
+    if profile.architecture is None or gpu.is_cpu:
+        return None
+    try:
+        from llmctl import sizing
+    except ImportError:
+        return None
+    try:
+        return sizing.plan(
+            profile.architecture, gpu_memory_bytes=gpu.memory_bytes, tp=tp, pp=pp, max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization or 0.9,
+        )
+    except (ValueError, TypeError):
+        return None
+
+
+def advised_tp(options: list[TPOption]) -> int:
+    for o in options:
+        if o.fits == "fits":
+            return o.tp
+    for o in options:
+        if o.fits == "tight":
+            return o.tp
+    return options[0].tp if options else 1
+
+
+def collect_model(session: Session, flags: Flags, i: int, n: int, *, first_answer: Optional[str] = None,
+                  taken_ids: set[str]) -> S.ModelSpec:
+    """All answers for model number i (0-based) of n."""
+    catalog = load_catalog()
+    pm = lambda values, flag: per_model(values, flag, n, i)  # noqa: E731
+
+    def ask_model():
+        choice = ask_select("Model (type to search):", _model_choices(catalog), search=True)
+        if choice != CUSTOM:
+            return catalog[choice]
+        return ask_text("Hugging Face repo id, local directory, or s3:// / gs:// URI:", _parse_model)
+
+    model_flag = flags.models[i] if i < len(flags.models) else None
+    profile: ModelProfile = session.answer(
+        model_flag if model_flag is not None else first_answer, flag="--model", label="model",
+        parse=_parse_model, ask=ask_model,
+    )
+    default_id = profile.id
+    k = 2
+    while default_id in taken_ids:
+        default_id, k = f"{profile.id}-{k}", k + 1
+    model_id = session.answer(
+        pm(flags.model_ids, "--model-id"), flag="--model-id", label="model id", parse=S.parse_model_id,
+        default=default_id,
+        ask=lambda: ask_text("Model id clients will send as \"model\":", S.parse_model_id, default=default_id),
+    )
+
+    gpu: GPUType = _ask_gpu(session, flags, pm, profile)
+
+    pp = session.answer(
+        pm(flags.pps, "--pp"), flag="--pp", label="pipeline-parallel size",
+        parse=lambda v: S.parse_int(v, what="pipeline-parallel size", minimum=1), default=1,
+    )
+
+    rec = profile.recommended.get(gpu.name)
+    mml_default = rec.max_model_len if rec else (S.CPU_DEFAULT_MAX_MODEL_LEN if gpu.is_cpu else None)
+    arch = profile.architecture
+    parse_mml = lambda v: S.parse_max_model_len(v, arch=arch)  # noqa: E731
+    # max_model_len before TP: the TP verdicts depend on it.
+    max_model_len = session.answer(
+        pm(flags.max_model_lens, "--max-model-len"), flag="--max-model-len", label="max_model_len",
+        parse=parse_mml, default=mml_default,
+        ask=lambda: ask_text(
+            "max_model_len (tokens; empty = the model's full context):", parse_mml,
+            default="" if mml_default is None else str(mml_default),
+        ),
+    )
+
+    options = tp_options(profile, gpu, pp=pp, max_model_len=max_model_len, gpu_memory_utilization=flags.gpu_memory_utilization)
+    if not options:
+        raise UsageError(f"--gpu: no tensor-parallel size of {profile.id} works on {gpu.name}: {S.tp_problem(arch, 1, pp, gpu) or 'no valid TP'}")
+    tp_default = advised_tp(options)
+    tp = session.answer(
+        pm(flags.tps, "--tp"), flag="--tp", label="tensor-parallel size",
+        parse=lambda v: S.parse_tp(v, arch=arch, gpu=gpu, pp=pp), default=tp_default,
+        ask=lambda: ask_select("Tensor-parallel size (GPUs per replica):", [(o.label, o.tp) for o in options], default=tp_default),
+    )
+
+    min_r = session.answer(
+        pm(flags.min_replicas, "--min-replicas"), flag="--min-replicas", label="minimum replicas",
+        parse=lambda v: S.parse_replicas(v, what="min replicas", minimum=0), default=1,
+        ask=lambda: ask_text("Minimum replicas (autoscaling):", lambda v: S.parse_replicas(v, what="min replicas", minimum=0), default="1"),
+    )
+    max_default = max(min_r, 1)
+    max_r = session.answer(
+        pm(flags.max_replicas, "--max-replicas"), flag="--max-replicas", label="maximum replicas",
+        parse=lambda v: _parse_max_replicas(v, min_r), default=max_default,
+        ask=lambda: ask_text("Maximum replicas (autoscaling):", lambda v: _parse_max_replicas(v, min_r), default=str(max_default)),
+    )
+
+    lora_flag = pm(flags.lora_paths, "--lora-path")
+    lora_path = session.answer(
+        lora_flag, flag="--lora-path", label="LoRA path", parse=S.parse_lora_path, default=None,
+        ask=lambda: (ask_text("LoRA adapters path (s3://… or gs://…):", S.parse_lora_path)
+                     if ask_confirm("Serve LoRA adapters from cloud storage?", False) else None),
+    )
+    max_adapters, max_rank = S.DEFAULT_LORA_ADAPTERS, None
+    if lora_path:
+        parse_n = lambda v: S.parse_int(v, what="max LoRA adapters per replica", minimum=1)  # noqa: E731
+        max_adapters = session.answer(
+            pm(flags.max_lora_adapters, "--max-lora-adapters"), flag="--max-lora-adapters",
+            label="max LoRA adapters per replica", parse=parse_n, default=S.DEFAULT_LORA_ADAPTERS,
+            ask=lambda: ask_text("Max LoRA adapters per replica:", parse_n, default=str(S.DEFAULT_LORA_ADAPTERS)),
+        )
+        rank_flag = pm(flags.max_lora_ranks, "--max-lora-rank")
+        if rank_flag is not None:
+            max_rank = session.answer(rank_flag, flag="--max-lora-rank", label="max LoRA rank",
+                                      parse=lambda v: S.parse_int(v, what="max LoRA rank", minimum=1))
+    elif pm(flags.max_lora_adapters, "--max-lora-adapters") is not None:
+        raise UsageError("--max-lora-adapters: needs --lora-path")
+
+    token_flag = pm(flags.hf_token_envs, "--hf-token-env")
+    hf_token_env = None
+    if profile.gated or token_flag is not None:
+        hf_token_env = session.answer(
+            token_flag, flag="--hf-token-env", label="HF token variable", parse=S.parse_env_name,
+            default=S.DEFAULT_TOKEN_ENV,
+            ask=lambda: ask_text(
+                f"{profile.hf_repo} is gated: NAME of the environment variable that holds your HF token:",
+                S.parse_env_name, default=S.DEFAULT_TOKEN_ENV,
+                instruction="(the token itself is never written to disk)",
+            ),
+        )
+    fast = session.answer(
+        flags.fast_download, flag="--fast-download", label="fast downloads", parse=bool, default=False,
+        ask=lambda: ask_confirm("Turn on fast downloads (HF_HUB_ENABLE_HF_TRANSFER=1; needs hf_transfer on the cluster)?", False),
+    )
+
+    spec = S.ModelSpec(
+        profile=profile, model_id=model_id, gpu=gpu, tp=tp, pp=pp, min_replicas=min_r, max_replicas=max_r,
+        max_model_len=max_model_len, lora_path=lora_path, max_lora_adapters=max_adapters, max_lora_rank=max_rank,
+        hf_token_env=hf_token_env, fast_download=bool(fast), gpu_memory_utilization=flags.gpu_memory_utilization,
+    )
+    try:
+        spec.check()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return spec
+
+
+def _recommended_gpu(profile: ModelProfile) -> Optional[str]:
+    for name in GPUS:
+        if name in profile.recommended:
+            return name
+    return None
+
+
+def _ask_gpu(session: Session, flags: Flags, pm, profile: ModelProfile) -> GPUType:
+    def ask():
+        rows = []
+        for g in GPUS.values():
+            if g.is_cpu:
+                rows.append((f"{'cpu':9} {'':>7}  CPU only (vLLM CPU build: tests, demos)", g.name))
+                continue
+            rec = profile.recommended.get(g.name)
+            hint = f"  recommended TP {rec.tp}, max_model_len {rec.max_model_len:,}" if rec else ("  does not fit on one node" if profile.recommended else "")
+            rows.append((f"{g.name:9} {g.nominal:>7}{hint}", g.name))
+        return GPUS[ask_select("GPU type:", rows, default=_recommended_gpu(profile))]
+
+    return session.answer(pm(flags.gpus, "--gpu"), flag="--gpu", label="GPU type", parse=S.parse_gpu, ask=ask)
+
+
+def _parse_max_replicas(v: Any, min_r: int) -> int:
+    mx = S.parse_replicas(v, what="max replicas", minimum=1)
+    S.check_replicas(min_r, mx)
+    return mx
+
+
+def collect(session: Session, flags: Flags) -> S.DeploymentSpec:
+    """Every answer of a gen-config run, as one checked DeploymentSpec."""
+    n = max(len(flags.models), 1)
+    models: list[S.ModelSpec] = []
+    taken: set[str] = set()
+    i = 0
+    while True:
+        m = collect_model(session, flags, i, n, taken_ids=taken)
+        if m.model_id in taken:
+            raise UsageError(f"--model-id: duplicate model id '{m.model_id}'; give each model a distinct --model-id")
+        taken.add(m.model_id)
+        models.append(m)
+        i += 1
+        if flags.models:
+            if i >= len(flags.models):
+                break
+            continue
+        if not (session.interactive and not session.assume_yes and ask_confirm("Add another model to this app?", False)):
+            break
+        n = i + 1
+    app_name = session.answer(
+        flags.app_name, flag="--app-name", label="app name", parse=S.parse_app_name, default=S.DEFAULT_APP_NAME,
+        ask=lambda: ask_text("Serve application name:", S.parse_app_name, default=S.DEFAULT_APP_NAME),
+    )
+    route_prefix = session.answer(
+        flags.route_prefix, flag="--route-prefix", label="route prefix", parse=S.parse_route_prefix,
+        default=S.DEFAULT_ROUTE_PREFIX,
+        ask=lambda: ask_text("Route prefix:", S.parse_route_prefix, default=S.DEFAULT_ROUTE_PREFIX),
+    )
+    spec = S.DeploymentSpec(
+        app_name=app_name, route_prefix=route_prefix, models=tuple(models),
+        http_host=flags.http_host or "127.0.0.1", http_port=flags.http_port or 8000,
+    )
+    try:
+        spec.check()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return spec

@@ -1,0 +1,228 @@
+"""Spec -> YAML documents (from templates/) -> files on disk.
+
+Values are emitted through ``yaml.safe_dump`` (filters ``yaml_inline`` /
+``yaml_block``), never pasted as text, so any model id, path or name — quotes,
+colons, ``#``, unicode — parses back to the same value. Every rendered document
+is parsed back and compared with the intended data before anything is written.
+Files are written atomically (temp file + rename), all or nothing, and never
+over an existing file unless ``force``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from llmctl import __version__
+from llmctl.errors import LlmctlError, OutputExists
+from llmctl.paths import data_dir
+from llmctl.spec import (
+    CPU_DTYPE,
+    CPU_MIN_KV_CACHE_BYTES,
+    DeploymentSpec,
+    ModelSpec,
+    is_bucket,
+)
+
+SERVE_IMPORT_PATH = "ray.serve.llm:build_openai_app"
+
+
+# --------------------------------------------------------------------------
+# Spec -> data
+
+
+def cpu_kv_cache_bytes(spec: ModelSpec) -> int:
+    """KV cache to reserve on CPU: room for two full-length sequences in
+    float32, at least 64 MiB (the value measured to work for the tiny model)."""
+    arch = spec.arch
+    mml = spec.effective_max_model_len or 512
+    if arch is None:
+        return CPU_MIN_KV_CACHE_BYTES
+    if arch.mla is not None:
+        per_token = arch.num_hidden_layers * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * 4
+    else:
+        per_token = 2 * arch.num_hidden_layers * arch.num_key_value_heads * arch.head_dim_effective * 4
+    need = 2 * per_token * mml
+    mib = 1024 * 1024
+    return max(CPU_MIN_KV_CACHE_BYTES, -(-need // mib) * mib)
+
+
+def llm_config_dict(spec: ModelSpec) -> dict[str, Any]:
+    """One LLMConfig as plain data, in the layout of Ray's docs."""
+    source: Any = spec.source
+    if is_bucket(source):
+        source = {"bucket_uri": source}
+    doc: dict[str, Any] = {"model_loading_config": {"model_id": spec.model_id, "model_source": source}}
+    engine: dict[str, Any] = {"tensor_parallel_size": spec.tp}
+    if spec.pp > 1:
+        engine["pipeline_parallel_size"] = spec.pp
+    if spec.gpu.is_cpu:
+        engine.update(dtype=CPU_DTYPE, enforce_eager=True)
+        engine["max_model_len"] = spec.effective_max_model_len
+        engine["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(spec)
+        doc["placement_group_config"] = {"bundles": [{"CPU": 1} for _ in range(spec.tp * spec.pp)]}
+    else:
+        doc["accelerator_type"] = spec.gpu.ray_type
+        if spec.max_model_len is not None:
+            engine["max_model_len"] = spec.max_model_len
+        if spec.gpu_memory_utilization is not None:
+            engine["gpu_memory_utilization"] = spec.gpu_memory_utilization
+    if spec.lora_path:
+        engine["enable_lora"] = True
+        engine["max_loras"] = spec.max_lora_adapters  # Ray's docs: must equal max_num_adapters_per_replica
+        if spec.max_lora_rank:
+            engine["max_lora_rank"] = spec.max_lora_rank
+    doc["engine_kwargs"] = engine
+    doc["deployment_config"] = {
+        "autoscaling_config": {"min_replicas": spec.min_replicas, "max_replicas": spec.max_replicas}
+    }
+    if spec.lora_path:
+        doc["lora_config"] = {
+            "dynamic_lora_loading_path": spec.lora_path,
+            "max_num_adapters_per_replica": spec.max_lora_adapters,
+        }
+    env: dict[str, str] = {}
+    if spec.hf_token_env:
+        # A reference, never the value: Ray expands ${VAR} from the node's
+        # environment; `llmctl up` fills it from the deploying shell.
+        env["HF_TOKEN"] = "${" + spec.hf_token_env + "}"
+    if spec.fast_download:
+        env["HF_HUB_ENABLE_HF_TRANSFER"] = "1"
+    if env:
+        doc["runtime_env"] = {"env_vars": env}
+    return doc
+
+
+def serve_config_dict(spec: DeploymentSpec, model_config_paths: list[Path]) -> dict[str, Any]:
+    return {
+        "http_options": {"host": spec.http_host, "port": spec.http_port},
+        "applications": [
+            {
+                "name": spec.app_name,
+                "route_prefix": spec.route_prefix,
+                "import_path": SERVE_IMPORT_PATH,
+                "args": {"llm_configs": [str(p) for p in model_config_paths]},
+            }
+        ],
+    }
+
+
+# --------------------------------------------------------------------------
+# Data -> text (templates)
+
+
+def _yaml_inline(value: Any) -> str:
+    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=float("inf"))
+    text = text.strip()
+    if text.endswith("\n...") or text.endswith("..."):
+        text = text[: -3].strip()
+    return text
+
+
+def _yaml_block(value: Any, indent: int = 0) -> str:
+    text = yaml.safe_dump(value, default_flow_style=False, allow_unicode=True, sort_keys=False, width=100)
+    pad = " " * indent
+    return "\n".join(pad + line if line else line for line in text.rstrip("\n").split("\n"))
+
+
+_env = None
+
+
+def _jinja():
+    global _env
+    if _env is None:
+        import jinja2
+
+        _env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+            autoescape=False,
+        )
+        _env.filters["yaml_inline"] = _yaml_inline
+        _env.filters["yaml_block"] = _yaml_block
+    return _env
+
+
+def render_template(name: str, doc: dict, **context: Any) -> str:
+    text = _jinja().get_template(name).render(doc=doc, version=__version__, **context)
+    if not text.endswith("\n"):
+        text += "\n"
+    back = yaml.safe_load(text)
+    if back != doc:  # the safety net for every value a user can type
+        raise LlmctlError(f"internal error: template {name} did not round-trip its data; please report this")
+    return text
+
+
+# --------------------------------------------------------------------------
+# Files
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_filename(model_id: str) -> str:
+    name = _UNSAFE.sub("_", model_id).strip("._") or "model"
+    return name[:100]
+
+
+@dataclass
+class Rendered:
+    path: Path
+    text: str
+    data: dict
+
+
+def render_spec(spec: DeploymentSpec, output_dir: Path, *, now: Optional[datetime] = None) -> list[Rendered]:
+    """All documents of a spec, with the absolute paths they will be written to."""
+    out = output_dir.expanduser().resolve()
+    used: set[str] = set()
+    docs: list[Rendered] = []
+    for m in spec.models:
+        base = safe_filename(m.model_id)
+        name, n = base, 2
+        while name.lower() in used:
+            name, n = f"{base}-{n}", n + 1
+        used.add(name.lower())
+        path = out / "model_config" / f"{name}.yaml"
+        data = llm_config_dict(m)
+        note = f"catalog entry {m.profile.id}" if m.profile.origin == "catalog" else f"model from {m.profile.origin}"
+        text = render_template("llm_config.yaml.j2", data, model_id=m.model_id, path=str(path), profile_note=note)
+        docs.append(Rendered(path, text, data))
+    stamp = (now or datetime.now()).strftime("%Y%m%d_%H%M%S")
+    serve_path = out / f"serve_{stamp}.yaml"
+    data = serve_config_dict(spec, [d.path for d in docs])
+    text = render_template("serve_config.yaml.j2", data, app=data["applications"][0], path=str(serve_path))
+    docs.append(Rendered(serve_path, text, data))
+    return docs
+
+
+def write_all(docs: list[Rendered], *, force: bool = False) -> list[Path]:
+    """Write every document atomically; nothing is written if any target
+    exists (without ``force``) or any write fails."""
+    if not force:
+        existing = [d.path for d in docs if d.path.exists()]
+        if existing:
+            raise OutputExists(f"{existing[0]}: already exists; pass --force to overwrite it")
+    temps: list[tuple[Path, Path]] = []
+    try:
+        for d in docs:
+            d.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{d.path.name}.", suffix=".tmp", dir=d.path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(d.text)
+            temps.append((Path(tmp), d.path))
+        for tmp, final in temps:
+            os.replace(tmp, final)
+    except OSError as e:
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)
+        raise LlmctlError(f"{getattr(e, 'filename', '') or 'output'}: cannot write: {e.strerror or e}") from None
+    return [d.path for d in docs]
