@@ -46,44 +46,43 @@ VOCAB_PADDING = 64
 # vLLM's default gpu_memory_utilization (CacheConfig).
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 
-# Non-torch memory per GPU (CUDA context share, cuBLAS/cuDNN workspaces, and
-# with more than one GPU the NCCL and custom all-reduce buffers) that vLLM's
-# profiler subtracts ("non_torch_memory takes X GiB").  Published values:
-#   TP1: 0.35 GiB (RTX 3090, vllm-project/vllm#10517), 0.03 GiB (RTX 4060,
-#        #13882), 1.79 GiB (H100, #10511 at the time of the profiler overhaul);
-#   TP2: 3.58 GiB (H100, #10511).
-# We take 0.6 GiB for one GPU and 1.8 GiB per GPU when the replica spans
-# several GPUs (NCCL + custom all-reduce buffers).
-NON_TORCH_GIB_SINGLE = 0.6
-NON_TORCH_GIB_MULTI = 1.8
+# Non-torch memory per GPU (CUDA context share, cuBLAS workspaces and, when a
+# replica spans several GPUs with tensor parallelism, the NCCL and custom
+# all-reduce buffers) that vLLM's profiler subtracts.  vLLM 0.19 on H100 logs
+# (llm-d-planner accuracy/results/v0.19.0, "Actual usage is ... GiB for
+# non-torch memory"): 0.25-0.26 GiB at TP1, 2.07 GiB at TP2, 2.21 GiB at TP4,
+# 0.07 GiB with pipeline parallelism only.  Older logs: 0.35 GiB (RTX 3090,
+# vllm-project/vllm#10517), 1.79 / 3.58 GiB (H100 TP1 / TP2, #10511).
+NON_TORCH_GIB_SINGLE = 0.3
+NON_TORCH_GIB_TP = 2.1
 
-# Peak activation of the profiling forward pass, per token of
-# max_num_batched_tokens: the residual stream and attention/MLP temporaries
-# in the activation dtype (2 bytes).  vLLM's profile run pushes
-# max_num_batched_tokens dummy tokens through the model
-# (GPUModelRunner.profile_run -> _dummy_run).  Coefficients: ACT_HIDDEN_COPIES
-# copies of the hidden state plus ACT_FFN_COPIES copies of the (TP-sharded)
-# MLP intermediate (gate, up, act(gate)*up).  Check against published logs:
-# Llama-3.1-8B (hidden 4096, intermediate 14336) grows by 0.92 GiB between
-# 20 000 and 29 000 batched tokens = 110 KB/token (#10517); the formula gives
-# 2 × (4 × 4096 + 3 × 14336) = 118.8 KB/token.  At 8192 tokens it gives
-# 0.91 GiB + the sampler term below against 1.26 GiB logged in #10511.
+# Peak activation of vLLM's profiling run (GPUModelRunner.profile_run: a
+# forward pass over max_num_batched_tokens dummy tokens, then a dummy sampler
+# run over max_num_seqs rows of float32 logits of the full vocabulary).
+#   act = T × 2 B × ACT_HIDDEN_COPIES × hidden
+#       + max_num_seqs × vocab × 4 B × SAMPLER_COPIES
+# Fitted to the "GiB for peak activation" figures vLLM 0.19 logs on H100 with
+# its defaults T = 8192, max_num_seqs = 1024 (llm-d-planner
+# accuracy/results/v0.19.0): Llama-3.1-8B 1.89 GiB at TP 1, 2 and 4 (it does
+# not shrink with TP, so the MLP intermediate — freed inside compiled graphs —
+# is not the peak), Qwen2.5-7B / Qwen3-8B 2.21, gemma-2-9b 3.65, gemma-3-27b
+# 3.99, gpt-oss-20b (TP2) 2.87, Llama-3.3-70B (TP4) 1.97.  With 4 hidden copies
+# the sampler term needs 3.0-3.5 copies of the logits in every one of them
+# (logits, softmax probabilities, the top-k/top-p sort); we take 3.25.
 ACT_BYTES = 2
 ACT_HIDDEN_COPIES = 4
-ACT_FFN_COPIES = 3
-
-# The dummy sampler run materialises float32 logits for max_num_seqs
-# sequences over the full (all-gathered) vocabulary, plus one more copy for
-# the probabilities (GPUModelRunner._dummy_sampler_run).
-SAMPLER_COPIES = 2
 SAMPLER_BYTES = 4
+SAMPLER_COPIES = 3.25
 
-# CUDA graphs: since vLLM subtracts the profiled CUDA-graph memory from the KV
-# budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by default in current
-# vLLM; earlier versions captured graphs out of the 1 − utilization slack).
-# Published "Graph capturing finished in N secs, took X GiB" lines are
-# 0.3–1.5 GiB for dense models on one GPU; we take 0.5 GiB per GPU.
-CUDA_GRAPH_GIB = 0.5
+# CUDA graphs.  vLLM >= 0.21 subtracts its profiled CUDA-graph estimate from
+# the KV budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, "default since
+# v0.21.0" in vllm/v1/worker/gpu_worker.py); earlier versions captured the
+# graphs afterwards, out of the 1 − gpu_memory_utilization slack.  Pools seen:
+# 0.91-1.14 GiB at TP1 and 1.55-1.66 GiB at TP2/TP4 (vLLM 0.19, H100,
+# "CUDA graph pool memory: X GiB (actual)"), 0.51-1.85 GiB over 50 runs
+# (llm-d-planner accuracy report).  We reserve 1.0 GiB (1.5 GiB with TP > 1).
+CUDA_GRAPH_GIB = 1.0
+CUDA_GRAPH_GIB_TP = 1.5
 
 # Verdict thresholds.  "tight": it starts, but fewer than this many
 # max_model_len requests fit at once, or the estimate's error band (the
@@ -102,6 +101,12 @@ INT8_BYTES = 1.0 + 4 / 4096  # w8a8 per-channel fp32 scale on ~4096-wide rows
 # MXFP4 (gpt-oss experts): 4-bit E2M1 values + one 8-bit E8M0 scale per 32
 # values = 4.25 bits (OCP Microscaling spec; gpt-oss model card).
 MXFP4_BYTES = 4.25 / 8
+# vLLM's MXFP4 MoE kernels on Hopper/Blackwell (Marlin, TRT-LLM) pad the
+# expert hidden size to a multiple of 256 and the per-rank intermediate size to
+# a multiple of 128 (fused_moe/oracle/mxfp4.py
+# mxfp4_round_up_hidden_size_and_intermediate_size): gpt-oss 2880 -> 3072.
+MXFP4_HIDDEN_ALIGN = 256
+MXFP4_INTER_ALIGN = 128
 
 # quant_method values of quantization_config -> scheme
 _QUANT_SCHEMES = {
@@ -410,6 +415,10 @@ def pp_partition(num_layers: int, pp: int) -> list[int]:
     return parts
 
 
+def _round_up(x: float, align: int) -> int:
+    return int(-(-x // align) * align)
+
+
 def _padded_vocab(vocab: int) -> int:
     return -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
 
@@ -433,7 +442,14 @@ def _layer_bytes(layer: _Layer, arch: ModelArch, fmt: WeightFormat, tp: int) -> 
     # k/v: each rank holds max(1, kv_heads / tp) heads (replicated when tp > kv heads)
     kv_frac = max(1, kvh // tp) / kvh if arch.mla is None else 0
     replicated = layer.attn_replicated * lin + layer.router * plain + layer.norms * plain
-    split = (layer.attn_split + layer.mlp_split + layer.shared) * lin / tp + layer.experts * exp / tp
+    experts = layer.experts * exp / tp
+    if fmt.scheme == "mxfp4" and layer.experts and arch.moe is not None:
+        h = arch.hidden_size
+        inter = arch.moe.moe_intermediate_size or arch.intermediate_size
+        hp = _round_up(h, MXFP4_HIDDEN_ALIGN)
+        ip = _round_up(-(-inter // tp), MXFP4_INTER_ALIGN)
+        experts = experts * (hp * ip) / (h * inter / tp)
+    split = (layer.attn_split + layer.mlp_split + layer.shared) * lin / tp + experts
     kv = layer.attn_kv * lin * kv_frac
     return split + kv + replicated, replicated
 
@@ -600,29 +616,25 @@ def default_max_num_seqs(gpu_memory_bytes: int) -> int:
 
 
 def activation_bytes(arch: ModelArch, *, tp: int = 1, max_num_batched_tokens: int = 8192, max_num_seqs: int = 256) -> int:
-    """Peak activation memory of vLLM's profiling run on one GPU.
-
-    ``T × 2 B × (4 × hidden + 3 × ffn_width / tp) + max_num_seqs × vocab × 4 B × 2``
-    where ffn_width is the dense intermediate size, or for MoE layers
-    top-k × expert width (+ shared width).  Constants: ACT_* and SAMPLER_*.
-    """
+    """Peak activation memory of vLLM's profiling run on one GPU:
+    ``T × 2 B × 4 × hidden + max_num_seqs × vocab × 4 B × 3.25`` (constants
+    ACT_* and SAMPLER_* above).  The same on every TP rank: vLLM's logged
+    peak does not shrink with TP (the logits are all-gathered to full vocab)."""
     h = arch.hidden_size
-    ffn = arch.intermediate_size
-    if arch.moe is not None:
-        m = arch.moe
-        inter = m.moe_intermediate_size or arch.intermediate_size
-        moe_ffn = m.num_experts_per_tok * inter
-        moe_ffn += m.shared_expert_intermediate_size or m.num_shared_experts * inter
-        ffn = moe_ffn if m.first_k_dense_replace == 0 else max(ffn, moe_ffn)
-    per_token = ACT_BYTES * (ACT_HIDDEN_COPIES * h + ACT_FFN_COPIES * ffn / tp)
+    forward = max_num_batched_tokens * ACT_BYTES * ACT_HIDDEN_COPIES * h
     sampler = max_num_seqs * (arch.vocab_size or 0) * SAMPLER_BYTES * SAMPLER_COPIES
-    return int(max_num_batched_tokens * per_token + sampler)
+    return int(forward + sampler)
 
 
 def non_torch_bytes(tp: int = 1, pp: int = 1) -> int:
     """Memory outside PyTorch's allocator per GPU (NON_TORCH_GIB_*)."""
-    gib = NON_TORCH_GIB_SINGLE if tp * pp == 1 else NON_TORCH_GIB_MULTI
+    gib = NON_TORCH_GIB_TP if tp > 1 else NON_TORCH_GIB_SINGLE
     return int(gib * GIB)
+
+
+def cuda_graph_bytes(tp: int = 1) -> int:
+    """CUDA-graph memory current vLLM reserves from the KV budget (CUDA_GRAPH_GIB*)."""
+    return int((CUDA_GRAPH_GIB_TP if tp > 1 else CUDA_GRAPH_GIB) * GIB)
 
 
 # --------------------------------------------------------------------------
@@ -805,11 +817,13 @@ def plan(
     max_num_batched_tokens: Optional[int] = None,
     max_num_seqs: Optional[int] = None,
     enforce_eager: bool = False,
+    count_cuda_graphs: bool = True,
 ) -> Plan:
     """Memory plan of one replica (TP × PP GPUs of ``gpu_memory_bytes`` each).
 
     ``max_model_len`` defaults to the model's max_position_embeddings (vLLM's
-    default).  The verdict is "does_not_fit" when the TP size is invalid for
+    default).  ``count_cuda_graphs=False`` models vLLM < 0.21, which did not
+    take CUDA-graph memory out of the KV budget.  The verdict is "does_not_fit" when the TP size is invalid for
     the model, the weights and overheads exceed the budget, or one
     max_model_len request does not fit in the KV cache (vLLM refuses to start);
     "tight" when fewer than two such requests fit or the estimate's error
@@ -852,7 +866,7 @@ def plan(
     wb = weight_bytes(arch, tp=tp, pp=pp, dtype=dtype, weights_total_bytes=weights_total_bytes)
     act = activation_bytes(arch, tp=tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
     nt = non_torch_bytes(tp, pp)
-    graphs = 0 if enforce_eager else int(CUDA_GRAPH_GIB * GIB)
+    graphs = 0 if (enforce_eager or not count_cuda_graphs) else cuda_graph_bytes(tp)
     budget = gpu_memory_bytes * gpu_memory_utilization
     stage_kv = [budget - w - act - nt - graphs for w in wb.per_stage]
     kv_avail = min(stage_kv)
