@@ -3,9 +3,11 @@
 Each ``ray_type`` is a value of ``ray.util.accelerators.accelerators`` (ray
 2.60.0), which is also what Ray Serve LLM's ``LLMConfig.accelerator_type``
 accepts; tests check the mapping against Ray itself. ``memory_gib`` is the
-device memory the CUDA driver reports as total (what ``nvidia-smi`` shows as
-"MiB" total and what vLLM multiplies by gpu_memory_utilization), not the
-marketing figure.
+device memory CUDA reports as total to PyTorch (``torch.cuda.mem_get_info``),
+which is what vLLM multiplies by gpu_memory_utilization and logs as
+"Free memory on device (free/total GiB)"; it is a little below nvidia-smi's
+MiB total (H100: 79.19 GiB vs 81559 MiB) and below the marketing figure.
+Each ``source`` says where the figure was read, or UNVERIFIED.
 """
 
 from __future__ import annotations
@@ -36,18 +38,18 @@ class GPUType:
         return int(self.memory_gib * GIB)
 
 
-# Driver-reported totals (nvidia-smi "MiB" / 1024). Sources next to each.
+# Totals as CUDA reports them to PyTorch / vLLM (GiB). Sources next to each.
 GPUS: dict[str, GPUType] = {
     g.name: g
     for g in [
-        GPUType("L4", "L4", 22.49, "24 GB", 8, "nvidia-smi: 23034MiB (g2-standard GCP L4)"),
-        GPUType("A10G", "A10G", 22.49, "24 GB", 8, "nvidia-smi: 23028MiB (AWS g5)"),
-        GPUType("L40S", "L40S", 44.99, "48 GB", 8, "nvidia-smi: 46068MiB (AWS g6e)"),
-        GPUType("A100-40G", "A100-40G", 39.59, "40 GB", 8, "nvidia-smi: 40536MiB (A100-SXM4-40GB)"),
-        GPUType("A100-80G", "A100-80G", 79.15, "80 GB", 8, "nvidia-smi: 81050MiB (A100-SXM4-80GB)"),
-        GPUType("H100", "H100", 79.65, "80 GB", 8, "nvidia-smi: 81559MiB (H100 80GB HBM3)"),
-        GPUType("H200", "H200", 140.4, "141 GB", 8, "nvidia-smi: 143771MiB (H200)"),
-        GPUType("B200", "B200", 179.06, "180 GB", 8, "nvidia-smi: 183359MiB (B200)"),
+        GPUType("L4", "L4", 22.49, "24 GB", 8, "UNVERIFIED: nvidia-smi 23034MiB as typed; no public vLLM log of an L4 total found yet"),
+        GPUType("A10G", "A10G", 22.49, "24 GB", 8, "UNVERIFIED: nvidia-smi 23028MiB as typed; no public vLLM log of an A10G total found yet"),
+        GPUType("L40S", "L40S", 44.99, "48 GB", 8, "UNVERIFIED: nvidia-smi 46068MiB as typed; no public vLLM log of an L40S total found yet"),
+        GPUType("A100-40G", "A100-40G", 39.49, "40 GB", 8, "vLLM log 'Free memory on device (39.0/39.49 GiB) on startup' quoted in a public vLLM-issue digest (40 GB-class GPU; the device is not named there): partly verified"),
+        GPUType("A100-80G", "A100-80G", 79.15, "80 GB", 8, "vLLM message 'Free memory on device (78.68/79.15 GiB) on startup ... (0.9, 71.24 GiB)' quoted in a public test file (80 GB-class GPU, device not named): partly verified"),
+        GPUType("H100", "H100", 79.19, "80 GB", 8, "vLLM 0.19 on H100-80GB: 'Free memory on device (78.68/79.19 GiB) on startup' (llm-d-incubation/llm-d-planner accuracy/results/v0.19.0/logs); nvidia-smi shows 81559MiB, but vLLM uses torch's total"),
+        GPUType("H200", "H200", 139.81, "141 GB", 8, "vLLM log 'Free memory on device (139.21/139.81 GiB) on startup' in a public 141 GB-class deployment note (device not named in the excerpt): partly verified"),
+        GPUType("B200", "B200", 178.35, "180 GB", 8, "torch total_memory on 'NVIDIA B200': 'Total VRAM: 178.35 GB' / 'Max memory: 178.351 GB' (GiB; unslothai/unsloth#3411)"),
         GPUType("cpu", None, 0.0, "-", 1, "CPU-only: placement bundles {CPU: 1}, no accelerator_type"),
     ]
 }
