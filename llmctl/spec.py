@@ -62,34 +62,31 @@ def parse_gpu(text: str) -> GPUType:
 
 
 def tp_problem(arch: Optional[ModelArch], tp: int, pp: int, gpu: GPUType) -> Optional[str]:
-    """Why a TP size cannot work, or None. Same rule everywhere (flags, prompts, validate)."""
+    """Why a TP size cannot work, or None. Same rule everywhere (flags, prompts,
+    validate): the node's size here, vLLM's model rules in llmctl.sizing."""
+    from llmctl import sizing
+
     per_node = gpu.gpus_per_node
     if tp * pp > per_node:
-        where = "a CPU-only replica runs one engine worker" if gpu.is_cpu else f"a {gpu.name} node has at most {per_node} GPUs"
+        where = "a CPU-only replica runs one engine worker" if gpu.is_cpu else f"one {gpu.name} node has at most {per_node} GPUs"
         return f"TP {tp} x PP {pp} = {tp * pp} workers, but {where}"
     if arch is None:
         return None
-    heads, kv = arch.num_attention_heads, arch.num_key_value_heads
-    if heads % tp:
-        return f"TP {tp} does not divide the model's {heads} attention heads (valid: {', '.join(map(str, valid_tp_sizes(arch, gpu)))})"
-    if kv % tp and tp % kv:
-        return f"TP {tp} and the model's {kv} KV heads: one must divide the other (valid: {', '.join(map(str, valid_tp_sizes(arch, gpu)))})"
+    problem = sizing.tp_problem(arch, tp)
+    if problem:
+        return f"{problem} (valid: {', '.join(map(str, valid_tp_sizes(arch, gpu, pp))) or 'none'})"
     if arch.num_hidden_layers < pp:
         return f"PP {pp} exceeds the model's {arch.num_hidden_layers} layers"
     return None
 
 
 def valid_tp_sizes(arch: Optional[ModelArch], gpu: GPUType, pp: int = 1) -> list[int]:
-    sizes = []
-    for tp in range(1, gpu.gpus_per_node // max(pp, 1) + 1):
-        if arch is None:
-            if tp & (tp - 1) == 0:
-                sizes.append(tp)
-            continue
-        heads, kv = arch.num_attention_heads, arch.num_key_value_heads
-        if heads % tp == 0 and (kv % tp == 0 or tp % kv == 0):
-            sizes.append(tp)
-    return sizes
+    from llmctl import sizing
+
+    limit = gpu.gpus_per_node // max(pp, 1)
+    if arch is None:
+        return [t for t in range(1, limit + 1) if t & (t - 1) == 0]
+    return sizing.valid_tp_sizes(arch, limit)
 
 
 def parse_tp(text: str | int, *, arch: Optional[ModelArch], gpu: GPUType, pp: int = 1) -> int:

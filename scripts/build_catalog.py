@@ -63,11 +63,30 @@ def add_derived(entry: dict) -> dict:
     for name, gpu in GPUS.items():
         if gpu.is_cpu:
             continue
-        r = sizing.recommend(arch, gpu)
+        r = recommend(sizing, arch, gpu)
         if r is not None:
-            rec[name] = {"tp": r.tp, "max_model_len": r.max_model_len}
+            rec[name] = {"tp": r[0], "max_model_len": r[1]}
     entry["recommended"] = rec
     return entry
+
+
+# Recommendation policy: the smallest TP on one node at which the model "fits"
+# (sizing's verdict: at least 2 concurrent full-length requests, with the
+# estimate's 15 % margin) at the longest of these context lengths that the
+# model supports; no entry for a GPU where none fits.
+RECOMMENDED_LENGTHS = (32768, 16384, 8192, 4096)
+
+
+def recommend(sizing, arch, gpu):
+    ctx = arch.max_position_embeddings
+    for length in RECOMMENDED_LENGTHS:
+        if ctx is not None and length > ctx:
+            continue
+        hit = sizing.advise_tp(arch, gpu.memory_bytes, gpus_per_node=gpu.gpus_per_node,
+                               max_model_len=length, allow_tight=False)
+        if hit is not None:
+            return hit[0], length
+    return None
 
 
 def dump(entry: dict) -> str:

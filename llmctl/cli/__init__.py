@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
     debug = os.environ.get("LLMCTL_DEBUG") == "1" or "--debug" in (argv or sys.argv[1:])
     try:
-        rv = app(args=argv, standalone_mode=False)
+        rv = app(args=argv, prog_name="llmctl", standalone_mode=False)
     except LlmctlError as e:
         if debug:
             raise
@@ -74,10 +74,14 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except typer.Abort:
         return EXIT_INTERRUPTED
-    except _click_exceptions() as e:  # usage errors from click: one line, exit 2
+    except _click_exceptions() as e:  # usage errors from typer/click: one line, exit 2
         if debug:
             raise
-        e.show()
+        from llmctl.cli.console import error
+
+        ctx = getattr(e, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        error(f"{e.format_message()}{hint}")
         return getattr(e, "exit_code", EXIT_USAGE)
     except Exception as e:  # a bug: say so in one line; --debug shows the traceback
         if debug:
@@ -96,9 +100,9 @@ def _plain_err(line: str) -> None:
 
 
 def _click_exceptions() -> tuple:
-    import click
+    from typer._click.exceptions import ClickException
 
-    return (click.ClickException,)
+    return (ClickException,)
 
 
 def run() -> None:  # pragma: no cover - console script

@@ -64,12 +64,13 @@ def gen_config_cmd(
 
     plans = [fit_plan(m.profile, m.gpu, tp=m.tp, pp=m.pp, max_model_len=m.max_model_len,
                       gpu_memory_utilization=m.gpu_memory_utilization) for m in spec.models]
-    _summary(spec, plans)
+    if interactive and not yes:
+        _summary(spec, plans)
     bad = [(m, p) for m, p in zip(spec.models, plans) if p is not None and p.verdict == "does_not_fit"]
     if bad and not force:
         m, p = bad[0]
-        raise DoesNotFit(f"--tp: {m.model_id} does not fit on {m.gpu.name} at TP {m.tp}: {p.reason}; "
-                         "pick a larger --tp / --gpu or a smaller --max-model-len (see `llmctl plan`), or pass --force")
+        raise DoesNotFit(f"--tp: {m.model_id} does not fit on {m.gpu.name} at TP {m.tp}: {p.reason} "
+                         f"(see `llmctl plan --model {m.profile.id} --gpu {m.gpu.name}`; --force writes it anyway)")
     for m, p in bad:
         warn(f"{m.model_id} does not fit on {m.gpu.name} at TP {m.tp} (writing anyway: --force): {p.reason}")
 
@@ -86,6 +87,8 @@ def gen_config_cmd(
         err.print("Nothing written.")
         raise typer.Exit(1)
     written = write_all(docs, force=force)
+    if not (interactive and not yes):
+        _summary(spec, plans)
     out.print("Wrote:")
     for p in written:
         out.print(f"  {p}", markup=False)
@@ -117,4 +120,4 @@ def _summary(spec, plans) -> None:
         mml = m.effective_max_model_len
         t.add_row(m.model_id, m.source, m.gpu.name, str(m.tp), f"{m.min_replicas}-{m.max_replicas}",
                   str(mml) if mml else "model default", fit)
-    err.print(t)
+    out.print(t)

@@ -1,0 +1,74 @@
+"""Shared helpers for tests that drive the CLI (no fixtures here: see conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+LLMCTL = str(Path(sys.executable).parent / "llmctl")
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self):
+        return json.loads(self.out)
+
+
+def run_cli(capsys, *args: str) -> Result:
+    """Run llmctl in-process through its real entry point (main), stdin not a TTY."""
+    from llmctl.cli import main
+
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    cap = capsys.readouterr()
+    return Result(code, cap.out, cap.err)
+
+
+def run_subprocess(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120) -> Result:
+    """Run the installed console script, stdin from /dev/null (no terminal)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    p = subprocess.run([LLMCTL, *map(str, args)], cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=timeout)
+    return Result(p.returncode, p.stdout, p.stderr)
+
+
+def files_under(d: Path) -> list[Path]:
+    return sorted(p for p in d.rglob("*") if p.is_file()) if d.exists() else []
+
+
+def serve_file(d: Path) -> Path:
+    found = sorted(d.glob("serve_*.yaml"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def load_yaml(p: Path):
+    return yaml.safe_load(p.read_text(encoding="utf-8"))
+
+
+def tiny_config() -> dict:
+    """A small Llama config.json (no weights): enough for gen-config/validate."""
+    return {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+        "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 32, "max_position_embeddings": 2048,
+        "vocab_size": 1000, "torch_dtype": "float32", "tie_word_embeddings": False,
+    }
+
+
+def make_model_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(tiny_config()), encoding="utf-8")
+    return path

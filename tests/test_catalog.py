@@ -1,0 +1,205 @@
+"""The model catalog and the GPU table: loaded, checked, traced to their sources."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import REPO, run_cli
+from llmctl.catalog import ModelArch, ModelProfile, load_catalog, load_entry, resolve_model
+from llmctl.errors import CatalogError, ModelNotFound
+from llmctl.facts import arch_dict_from_facts, model_id_of
+from llmctl.hardware import GPUS
+
+FACTS = yaml.safe_load((REPO / "tests" / "data" / "reference_model_facts.yaml").read_text(encoding="utf-8"))
+CATALOG = load_catalog()
+
+
+def test_catalog_is_large_and_covers_the_families_asked_for():
+    assert len(CATALOG) >= 25
+    families = {p.family for p in CATALOG.values()}
+    for fam in ("llama-3.1", "llama-3.2", "llama-3.3", "qwen2.5", "qwen3", "mistral", "mixtral",
+                "gemma-2", "gemma-3", "phi-3.5", "deepseek-r1-distill", "deepseek-v3", "gpt-oss", "pixtral"):
+        assert fam in families, fam
+    assert any(p.architecture.moe for p in CATALOG.values() if p.family == "qwen3"), "a Qwen3 MoE"
+    assert any(p.task == "vision" for p in CATALOG.values())
+    assert any(p.architecture.mla for p in CATALOG.values())
+
+
+@pytest.mark.parametrize("row", FACTS, ids=[r["hf_repo"] for r in FACTS])
+def test_entry_matches_the_reference_facts_it_cites(row):
+    entry = CATALOG[model_id_of(row["hf_repo"])]
+    assert entry.hf_repo == row["hf_repo"]
+    assert entry.gated == bool(row.get("gated"))
+    expected, fill_sources, _ = arch_dict_from_facts(row)
+    want = ModelArch.model_validate(expected).model_dump(mode="json")
+    got = entry.architecture.model_dump(mode="json")
+    for key in want:
+        assert got[key] == want[key], f"{entry.id}: architecture.{key}"
+    # Every number is traceable: the facts' own sources plus a source per filled default.
+    for src in row["source"]:
+        assert src in entry.sources
+    for src in fill_sources:
+        assert src in entry.sources
+    # Raw facts that must never drift, checked straight against the row.
+    a = entry.architecture
+    for key in ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size"):
+        assert getattr(a, key) == row[key], key
+    if row.get("head_dim") is not None:
+        assert a.head_dim == row["head_dim"]
+
+
+def test_derived_fields_agree_with_the_code():
+    sizing = pytest.importorskip("llmctl.sizing")
+    for p in CATALOG.values():
+        assert p.parameters is not None, p.id
+        pc = sizing.count_parameters(p.architecture)
+        assert (p.parameters.total, p.parameters.active) == (int(pc.total), int(pc.active)), p.id
+        for gpu_name, rec in p.recommended.items():
+            plan = sizing.plan(p.architecture, gpu_memory_bytes=GPUS[gpu_name].memory_bytes, tp=rec.tp,
+                               max_model_len=rec.max_model_len)
+            assert plan.verdict == "fits", (p.id, gpu_name, plan.reason)
+
+
+def test_sliding_window_layers_follow_the_published_layer_patterns():
+    # gpt-oss: layer_types alternate sliding/full (facts: 12 + 12, 18 + 18)
+    assert CATALOG["gpt-oss-20b"].architecture.sliding_window_layers == 12
+    assert CATALOG["gpt-oss-120b"].architecture.sliding_window_layers == 18
+    # Gemma 2 alternates: 42 layers -> 21 local; Gemma 3: every 6th is global: 34 - 34 // 6 = 29
+    assert CATALOG["gemma-2-9b-it"].architecture.sliding_window_layers == 21
+    assert CATALOG["gemma-3-4b-it"].architecture.sliding_window_layers == 29
+    # Qwen2.5 configures a window but use_sliding_window is false
+    assert CATALOG["qwen2.5-7b-instruct"].architecture.sliding_window_layers == 0
+
+
+def _copy_catalog(tmp_path: Path) -> Path:
+    d = tmp_path / "cat"
+    shutil.copytree(REPO / "model_catalog", d)
+    return d
+
+
+def test_broken_entry_names_its_file_and_field(tmp_path):
+    d = _copy_catalog(tmp_path)
+    f = d / "qwen3-8b.yaml"
+    data = yaml.safe_load(f.read_text())
+    data["architecture"]["num_key_value_heads"] = "eight"
+    f.write_text(yaml.safe_dump(data))
+    with pytest.raises(CatalogError) as e:
+        load_entry(f)
+    assert str(e.value).startswith(f"{f}: architecture.num_key_value_heads: ")
+
+
+def test_inconsistent_entry_is_rejected(tmp_path):
+    d = _copy_catalog(tmp_path)
+    f = d / "qwen3-8b.yaml"
+    data = yaml.safe_load(f.read_text())
+    data["architecture"]["num_key_value_heads"] = 7  # 32 heads are not a multiple of 7
+    f.write_text(yaml.safe_dump(data))
+    with pytest.raises(CatalogError, match=r"architecture: .*not a multiple of num_key_value_heads \(7\)"):
+        load_entry(f)
+
+
+def test_entry_id_must_match_file_name(tmp_path):
+    d = _copy_catalog(tmp_path)
+    src = d / "qwen3-8b.yaml"
+    dst = d / "other-name.yaml"
+    src.rename(dst)
+    with pytest.raises(CatalogError, match=r"other-name.yaml: id: 'qwen3-8b' must match the file name"):
+        load_entry(dst)
+
+
+def test_malformed_catalog_yaml_names_the_line(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("id: bad\nhf_repo: [unclosed\n")
+    with pytest.raises(CatalogError, match=rf"^{f}:\d+: malformed YAML"):
+        load_entry(f)
+
+
+def test_resolve_by_id_and_by_repo_case_insensitive():
+    assert resolve_model("qwen3-8b").hf_repo == "Qwen/Qwen3-8B"
+    assert resolve_model("qwen/qwen3-8b").id == "qwen3-8b"
+
+
+def test_resolve_local_dir_reads_config_json(tmp_path):
+    from helpers import make_model_dir
+
+    d = make_model_dir(tmp_path / "My Model")
+    p = resolve_model(str(d))
+    assert p.origin == "local" and p.architecture.num_attention_heads == 4
+    assert p.hf_repo == str(d.resolve()) and p.id == "my model"
+
+
+def test_resolve_unknown_offline_hf_repo_fails_clearly(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(ModelNotFound, match=r"^someorg/somemodel: cannot read config.json from the Hugging Face hub \(HF_HUB_OFFLINE is set"):
+        resolve_model("someorg/somemodel")
+
+
+def test_resolve_hf_repo_from_the_local_cache(monkeypatch, tmp_path):
+    """A repo outside the catalog, read through huggingface_hub's cache offline."""
+    import json
+
+    from helpers import tiny_config
+
+    hf_home = tmp_path / "hf"
+    snap = hf_home / "hub" / "models--someorg--cached-model" / "snapshots" / ("a" * 40)
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text(json.dumps(tiny_config()))
+    refs = hf_home / "hub" / "models--someorg--cached-model" / "refs"
+    refs.mkdir()
+    (refs / "main").write_text("a" * 40)
+    monkeypatch.setenv("HF_HOME", str(hf_home))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants as c
+
+    monkeypatch.setattr(c, "HF_HUB_CACHE", str(hf_home / "hub"))
+    monkeypatch.setattr(c, "HF_HUB_OFFLINE", True)
+    p = resolve_model("someorg/cached-model")
+    assert p.origin == "hf" and p.architecture.hidden_size == 64 and p.id == "cached-model"
+
+
+def test_resolve_bucket_uri():
+    p = resolve_model("s3://my-bucket/models/llama")
+    assert p.origin == "bucket" and p.architecture is None and p.id == "llama"
+
+
+# ---------------------------------------------------------------- GPU table
+
+
+def test_every_gpu_maps_to_a_ray_accelerator_type_ray_accepts():
+    import ray.util.accelerators.accelerators as ray_acc
+    from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+
+    ray_values = {v for k, v in vars(ray_acc).items() if k.isupper() and isinstance(v, str)}
+    for name in ("L4", "A10G", "L40S", "A100-40G", "A100-80G", "H100", "H200", "B200"):
+        g = GPUS[name]
+        assert g.ray_type in ray_values, name
+        LLMConfig.model_validate({"model_loading_config": {"model_id": "m"}, "accelerator_type": g.ray_type})
+        assert 20 < g.memory_gib < 200
+    assert GPUS["cpu"].ray_type is None
+
+
+# ---------------------------------------------------------------- llmctl models
+
+
+def test_models_table_and_json(capsys):
+    r = run_cli(capsys, "models")
+    assert r.code == 0
+    for pid in ("llama-3.1-8b-instruct", "qwen3-30b-a3b", "deepseek-v3", "pixtral-12b"):
+        assert pid in r.out
+    r = run_cli(capsys, "models", "--json")
+    data = r.json()
+    assert len(data) == len(CATALOG)
+    by_id = {d["id"]: d for d in data}
+    assert by_id["qwen3-8b"]["architecture"]["num_key_value_heads"] == 8
+    ModelProfile.model_validate(by_id["qwen3-8b"])
+
+
+def test_models_filter(capsys):
+    r = run_cli(capsys, "models", "--json", "--family", "gemma-3")
+    ids = {d["id"] for d in r.json()}
+    assert ids == {"gemma-3-4b-it", "gemma-3-12b-it", "gemma-3-27b-it"}
