@@ -1,0 +1,190 @@
+"""The interactive gen-config, driven by key presses in a real pseudo-terminal
+(pexpect), produces the same files as the equivalent flags."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from helpers import LLMCTL, load_yaml, run_cli, serve_file
+
+DOWN = "\x1b[B"
+ENTER = "\r"
+BACKSPACE = "\x7f"
+TIMEOUT = 60
+
+
+def _spawn(*args: str, cwd: Path) -> pexpect.spawn:
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS="200", LINES="50", PYTHONUNBUFFERED="1")
+    child = pexpect.spawn(LLMCTL, list(args), cwd=str(cwd), env=env, encoding="utf-8",
+                          dimensions=(50, 200), timeout=TIMEOUT)
+    child.logfile_read = sys.stdout if os.environ.get("LLMCTL_TEST_SHOW_PTY") else None
+    return child
+
+
+def _normalized(out: Path) -> tuple[dict, list[dict]]:
+    serve = load_yaml(serve_file(out))
+    models = [load_yaml(Path(p)) for p in serve["applications"][0]["args"]["llm_configs"]]
+    serve["applications"][0]["args"]["llm_configs"] = [Path(p).relative_to(out).as_posix() for p in serve["applications"][0]["args"]["llm_configs"]]
+    return serve, models
+
+
+def test_interactive_flow_matches_flags(capsys, tmp_path):
+    out_i = tmp_path / "interactive"
+    c = _spawn("gen-config", "-o", str(out_i), cwd=tmp_path)
+    c.expect("Model")
+    c.send("qwen3-0.6b")            # the list is searchable: typing filters it
+    c.expect("qwen3-0.6b")
+    c.send(ENTER)
+    c.expect("Model id clients will send")
+    c.send(ENTER)                   # default id: qwen3-0.6b
+    c.expect("GPU type")
+    c.send(DOWN)                    # the recommended L4 is preselected; one down: A10G
+    c.send(ENTER)
+    c.expect("max_model_len")
+    c.send(ENTER)                   # default: the catalog's recommendation for A10G
+    c.expect("Tensor-parallel size")
+    c.expect("TP 8")                # choices carry the verdict; wait for the full list
+    c.send(DOWN)                    # advised TP 1 preselected; one down: TP 2
+    c.send(ENTER)
+    c.expect("Minimum replicas")
+    c.send(BACKSPACE + "2" + ENTER)
+    c.expect("Maximum replicas")
+    c.send(BACKSPACE + "0" + ENTER)  # invalid: the prompt shows the shared validator's message
+    c.expect("max replicas must be >= 1, got 0")
+    c.send(BACKSPACE + "4" + ENTER)
+    c.expect("Serve LoRA adapters")
+    c.send("n")
+    c.expect("fast downloads")
+    c.send(ENTER)                   # default: no
+    c.expect("Add another model")
+    c.send(ENTER)                   # default: no
+    c.expect("Serve application name")
+    c.send(ENTER)
+    c.expect("Route prefix")
+    c.send(ENTER)
+    c.expect("Write 2 files")
+    c.send("y")
+    c.expect("Wrote:")
+    c.expect(pexpect.EOF)
+    c.close()
+    assert c.exitstatus == 0
+
+    out_f = tmp_path / "flags"
+    r = run_cli(capsys, "gen-config", "-m", "qwen3-0.6b", "--model-id", "qwen3-0.6b", "--gpu", "A10G",
+                "--max-model-len", "32768", "--tp", "2", "--min-replicas", "2", "--max-replicas", "4",
+                "--no-fast-download", "--app-name", "llm_app", "--route-prefix", "/", "--yes", "-o", out_f)
+    assert r.code == 0, r.err
+    serve_i, models_i = _normalized(out_i)
+    serve_f, models_f = _normalized(out_f)
+    assert serve_i == serve_f
+    assert models_i == models_f
+    assert models_i[0]["engine_kwargs"]["tensor_parallel_size"] == 2
+    assert models_i[0]["accelerator_type"] == "A10G"
+    assert models_i[0]["deployment_config"]["autoscaling_config"] == {"min_replicas": 2, "max_replicas": 4}
+    # byte for byte, apart from the output directory named in comments
+    text_i = (out_i / "model_config" / "qwen3-0.6b.yaml").read_text().replace(str(out_i), "OUT")
+    text_f = (out_f / "model_config" / "qwen3-0.6b.yaml").read_text().replace(str(out_f), "OUT")
+    assert text_i == text_f
+
+
+def test_interactive_custom_model_gated_token_and_second_model(tmp_path):
+    """'Other' → a local directory; then a second, gated model asks for the token variable."""
+    from helpers import make_model_dir
+
+    model = make_model_dir(tmp_path / "my-model")
+    out = tmp_path / "o"
+    c = _spawn("gen-config", "-o", str(out), cwd=tmp_path)
+    c.expect("Model")
+    c.send("Other")
+    c.expect("Other: a Hugging Face repo id")
+    c.send(ENTER)
+    c.expect("Hugging Face repo id, local directory")
+    c.send(str(model) + ENTER)
+    c.expect("Model id clients will send")
+    c.send(ENTER)
+    c.expect("GPU type")
+    c.send(DOWN * 8 + ENTER)        # last entry: cpu
+    c.expect("max_model_len")
+    c.send(ENTER)                   # CPU default: 512
+    c.expect("Tensor-parallel size")
+    c.send(ENTER)
+    c.expect("Minimum replicas")
+    c.send(ENTER)
+    c.expect("Maximum replicas")
+    c.send(ENTER)
+    c.expect("Serve LoRA adapters")
+    c.send("n")
+    c.expect("fast downloads")
+    c.send(ENTER)
+    c.expect("Add another model")
+    c.send("y")
+    c.expect("Model")
+    c.send("llama-3.2-1b")
+    c.expect("llama-3.2-1b-instruct")
+    c.send(ENTER)
+    c.expect("Model id clients will send")
+    c.send(ENTER)
+    c.expect("GPU type")
+    c.send(ENTER)                   # recommended: L4
+    c.expect("max_model_len")
+    c.send(ENTER)
+    c.expect("Tensor-parallel size")
+    c.send(ENTER)
+    c.expect("Minimum replicas")
+    c.send(ENTER)
+    c.expect("Maximum replicas")
+    c.send(ENTER)
+    c.expect("Serve LoRA adapters")
+    c.send("n")
+    c.expect("is gated: NAME of the environment variable")
+    c.send(BACKSPACE * 8 + "MY_TOKEN" + ENTER)
+    c.expect("fast downloads")
+    c.send("y")
+    c.expect("Add another model")
+    c.send("n")
+    c.expect("Serve application name")
+    c.send(ENTER)
+    c.expect("Route prefix")
+    c.send(ENTER)
+    c.expect("Write 3 files")
+    c.send("y")
+    c.expect(pexpect.EOF)
+    c.close()
+    assert c.exitstatus == 0
+    _, models = _normalized(out)
+    assert models[0]["model_loading_config"] == {"model_id": "my-model", "model_source": str(model.resolve())}
+    assert models[0]["placement_group_config"] == {"bundles": [{"CPU": 1}]}
+    assert models[1]["accelerator_type"] == "L4"
+    assert models[1]["runtime_env"]["env_vars"] == {"HF_TOKEN": "${MY_TOKEN}", "HF_HUB_ENABLE_HF_TRANSFER": "1"}
+
+
+def test_ctrl_c_writes_nothing(tmp_path):
+    out = tmp_path / "o"
+    c = _spawn("gen-config", "-o", str(out), cwd=tmp_path)
+    c.expect("Model")
+    c.sendintr()
+    c.expect(pexpect.EOF)
+    c.close()
+    assert c.exitstatus == 130
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("answer,code", [("n", 1), ("y", 0)])
+def test_confirmation(tmp_path, answer, code):
+    out = tmp_path / "o"
+    c = _spawn("gen-config", "-m", "qwen3-0.6b", "--gpu", "L4", "--tp", "1", "--min-replicas", "1", "--max-replicas", "1",
+               "--max-model-len", "4096", "--model-id", "q", "--no-fast-download", "--app-name", "a", "--route-prefix", "/",
+               "-o", str(out), cwd=tmp_path)
+    c.expect("Serve LoRA adapters")  # the only question no flag answered
+    c.send("n")
+    c.expect("Write 2 files")
+    c.send(answer)
+    c.expect(pexpect.EOF)
+    c.close()
+    assert c.exitstatus == code
+    assert out.exists() == (code == 0)
