@@ -44,6 +44,8 @@ def test_all_gpu_types_and_gpu_memory(capsys):
     assert rc == 0
     gpus = {r["gpu"] for r in json.loads(out)["rows"]}
     assert {"L4", "H100", "B200"} <= gpus
+    rc, out_default, _ = run(capsys, "--model", "qwen2.5-7b-instruct", "--json")  # no GPU: every type
+    assert rc == 0 and json.loads(out_default) == json.loads(out)
     rc, out, _ = run(capsys, "--model", "qwen2.5-7b-instruct", "--gpu-memory", "40", "--tp", "2", "--json")
     assert rc == 0
     (row,) = json.loads(out)["rows"]
@@ -77,7 +79,6 @@ def test_local_directory_model(tmp_path, capsys):
     [
         (["--model", "no-such-model", "--gpu", "H100"], "unknown model"),
         (["--model", "qwen2.5-7b-instruct", "--gpu", "H100", "--tp", "3"], "--tp 3"),
-        (["--model", "qwen2.5-7b-instruct"], "no GPU given"),
         (["--model", "qwen2.5-7b-instruct", "--gpu", "H100", "--gpu-memory", "80"], "either --gpu or --gpu-memory"),
         (["--model", "qwen2.5-7b-instruct", "--gpu-memory", "-1"], "--gpu-memory"),
         (["--model", "qwen2.5-7b-instruct", "--gpu", "H100", "--tp", "-2"], "--tp"),

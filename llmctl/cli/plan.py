@@ -30,15 +30,10 @@ def _gpus(gpu: Optional[str], gpu_memory: Optional[float]) -> list[tuple[str, in
 
     if gpu and gpu_memory is not None:
         raise UsageError("pass either --gpu or --gpu-memory, not both")
-    if gpu is None and gpu_memory is None:
-        raise UsageError(
-            "no GPU given; pass --gpu TYPE (" + ", ".join(n for n, g in GPUS.items() if not g.is_cpu)
-            + "), --gpu all, or --gpu-memory GiB"
-        )
     if gpu_memory is not None:
         _positive("--gpu-memory", gpu_memory)
         return [(f"{gpu_memory:g} GiB", int(gpu_memory * GIB), 8)]
-    if gpu.strip().lower() == "all":
+    if gpu is None or gpu.strip().lower() == "all":  # no GPU given: a table over every type
         return [(g.name, g.memory_bytes, g.gpus_per_node) for g in GPUS.values() if not g.is_cpu]
     g = get_gpu(gpu)
     if g.is_cpu:
@@ -49,7 +44,7 @@ def _gpus(gpu: Optional[str], gpu_memory: Optional[float]) -> list[tuple[str, in
 @app.command("plan")
 def plan_cmd(
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Catalog id, HF repo id (org/name) or local directory with config.json.")] = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU type (see `llmctl plan --help`), or 'all' for every type.")] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU type (L4, A10G, L40S, A100-40G, A100-80G, H100, H200, B200); default: every type.")] = None,
     gpu_memory: Annotated[Optional[float], typer.Option("--gpu-memory", help="Memory of one GPU in GiB, as the driver reports it (instead of --gpu).")] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor parallel size; default: every valid size on one node.")] = None,
     pp: Annotated[int, typer.Option("--pp", help="Pipeline parallel size.")] = 1,
