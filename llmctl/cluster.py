@@ -1,0 +1,570 @@
+"""The local Ray head that llmctl starts and owns, and finding a cluster.
+
+Where the state file lives
+--------------------------
+``$LLMCTL_HOME/cluster.json``, with ``LLMCTL_HOME`` defaulting to
+``~/.llmctl``. It is per user, not per project directory, on purpose: the
+cluster is a machine-wide thing (ports, RAM, processes), and ``llmctl status``
+or ``llmctl down --cluster`` typed in any directory must find the cluster a
+previous ``llmctl up`` started, instead of reporting "no cluster" while one
+keeps holding 3–6 GB of RAM. ``LLMCTL_HOME`` gives isolated clusters when
+wanted (the tests set it to a temporary directory). The file holds PIDs, ports,
+the dashboard URL and the temp dir — never a secret.
+
+How the head is started
+-----------------------
+``ray start --head --block`` runs as our child in a new session
+(``start_new_session``), so its PID is also the session id of every process
+Ray starts below it (GCS, raylet, dashboard, workers — workers change their
+process group but not their session). Stopping = SIGTERM to that PID, a short
+wait, then SIGKILL to whatever is left in the session, then a check that
+nothing is left. ``ray stop`` is never used: it kills every Ray cluster on the
+machine, including other people's.
+
+Everything listens on 127.0.0.1 and on ports picked from one free block (never
+Ray's defaults 6379/8265/10001/8000/9000). Ray rewrites ``--node-ip-address
+127.0.0.1`` to the machine's outward IP unless
+``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (measured on Ray 2.60: with it, GCS,
+raylet, dashboard, agents and workers all bind 127.0.0.1); that setting only
+forbids other nodes from joining, which a private single-node head never wants.
+``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0`` makes SIGTERM tear down at once
+instead of draining the node for 30 s. ``RAY_AUTH_MODE=disabled`` keeps a
+stray ``~/.ray/auth_token`` from turning token auth on.
+
+The temp dir is short (``/tmp/llmctl-XXXXXXXX``) because Ray puts Unix socket
+paths under it and those are limited to ~107 bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from llmctl.errors import ClusterUnreachable, LlmctlError, UsageError
+
+STATE_VERSION = 1
+RAY_DEFAULT_PORTS = frozenset({6379, 8265, 10001, 8000, 9000, 52365})
+# Port names in the block, in order; the worker range follows them.
+_SINGLE_PORTS = (
+    "gcs",
+    "dashboard",
+    "client_server",
+    "node_manager",
+    "object_manager",
+    "metrics_export",
+    "dashboard_agent_listen",
+    "dashboard_agent_grpc",
+    "runtime_env_agent",
+    "serve_http",
+    "serve_grpc",
+)
+WORKER_PORTS = 200
+DEFAULT_PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range (32768+)
+START_TIMEOUT_S = 90.0
+
+
+def llmctl_home() -> Path:
+    env = os.environ.get("LLMCTL_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".llmctl"
+
+
+def state_path() -> Path:
+    return llmctl_home() / "cluster.json"
+
+
+@dataclass
+class ClusterState:
+    """What ``cluster.json`` holds about the head llmctl started."""
+
+    pid: int  # `ray start --head --block`: the session leader
+    pid_start_ticks: int  # /proc/<pid>/stat field 22, guards against PID reuse
+    ports: dict[str, int]
+    dashboard_url: str
+    gcs_address: str
+    temp_dir: str
+    serve_http_port: int
+    num_cpus: int
+    num_gpus: int
+    log_file: str
+    started_at: float
+    pids: dict[str, str] = field(default_factory=dict)  # pid -> process name, seen once up
+    version: int = STATE_VERSION
+
+    @property
+    def session_dir(self) -> Path:
+        return Path(self.temp_dir) / "session_latest"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.serve_http_port}"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ClusterState":
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# --------------------------------------------------------------------------
+# state file
+
+
+def load_state() -> ClusterState | None:
+    p = state_path()
+    try:
+        return ClusterState.from_json(json.loads(p.read_text()))
+    except FileNotFoundError:
+        return None
+    except (ValueError, TypeError) as e:
+        raise LlmctlError(f"{p}: unreadable cluster state ({e}); delete it if no llmctl cluster is running")
+
+
+def save_state(state: ClusterState) -> Path:
+    p = state_path()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(state.to_json(), indent=2) + "\n")
+    os.replace(tmp, p)
+    return p
+
+
+def clear_state() -> None:
+    try:
+        state_path().unlink()
+    except FileNotFoundError:
+        pass
+
+
+def running_state() -> ClusterState | None:
+    """The state of the local cluster if its head process is still alive."""
+    st = load_state()
+    if st is not None and is_alive(st):
+        return st
+    return None
+
+
+# --------------------------------------------------------------------------
+# processes
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # comm may contain spaces/parens: split after the last ')'
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return int(fields[19])  # field 22 overall (starttime)
+
+
+def _session_id(pid: int) -> int | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()
+    if fields[0] == "Z":  # zombie: already dead, only waiting to be reaped
+        return None
+    return int(fields[3])  # field 6 overall (session)
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def session_pids(sid: int) -> list[int]:
+    """Live (non-zombie) processes whose session id is ``sid``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _session_id(int(entry)) == sid:
+            out.append(int(entry))
+    return sorted(out)
+
+
+def is_alive(state: ClusterState) -> bool:
+    ticks = _start_ticks(state.pid)
+    return ticks is not None and ticks == state.pid_start_ticks and _session_id(state.pid) is not None
+
+
+def cluster_pids(state: ClusterState) -> list[int]:
+    """Processes that belong to the cluster: its session, if the leader is ours."""
+    ticks = _start_ticks(state.pid)
+    if ticks is not None and ticks != state.pid_start_ticks:
+        return []  # the PID was reused by an unrelated process: leave it alone
+    return session_pids(state.pid)
+
+
+# --------------------------------------------------------------------------
+# ports
+
+
+def _port_free(port: int) -> bool:
+    for host in ("127.0.0.1", ""):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        finally:
+            s.close()
+    return True
+
+
+def _port_range() -> tuple[int, int]:
+    raw = os.environ.get("LLMCTL_PORT_RANGE")
+    if not raw:
+        return DEFAULT_PORT_RANGE
+    try:
+        lo, hi = (int(x) for x in raw.split("-", 1))
+    except ValueError:
+        raise UsageError(f"LLMCTL_PORT_RANGE={raw!r}: expected LOW-HIGH, e.g. 26000-26999")
+    if hi - lo + 1 < len(_SINGLE_PORTS) + WORKER_PORTS:
+        raise UsageError(f"LLMCTL_PORT_RANGE={raw!r}: needs at least {len(_SINGLE_PORTS) + WORKER_PORTS} ports")
+    return lo, hi
+
+
+def pick_ports(rng: random.Random | None = None, attempts: int = 50) -> dict[str, int]:
+    """A block of free ports: the named single ports then ``WORKER_PORTS`` worker ports.
+
+    The range comes from ``LLMCTL_PORT_RANGE`` (``LOW-HIGH``) or defaults to
+    20000–32000, below the kernel's ephemeral range so outgoing connections do
+    not collide with it. No port in the block is one of Ray's defaults.
+    """
+    rng = rng or random.Random()
+    lo, hi = _port_range()
+    size = len(_SINGLE_PORTS) + WORKER_PORTS
+    for _ in range(attempts):
+        base = rng.randrange(lo, hi - size + 2)
+        block = range(base, base + size)
+        if any(p in RAY_DEFAULT_PORTS for p in block):
+            continue
+        singles = list(block[: len(_SINGLE_PORTS)])
+        if not all(_port_free(p) for p in singles):
+            continue
+        workers = block[len(_SINGLE_PORTS) :]
+        # Worker ports are bound lazily by Ray; a few taken ones are tolerable,
+        # but skip blocks that are visibly in use.
+        if sum(1 for p in workers[:: max(1, WORKER_PORTS // 20)] if not _port_free(p)) > 1:
+            continue
+        ports = dict(zip(_SINGLE_PORTS, singles))
+        ports["min_worker"] = workers[0]
+        ports["max_worker"] = workers[-1]
+        return ports
+    raise LlmctlError(f"no free block of {size} ports found in {lo}-{hi}; set LLMCTL_PORT_RANGE")
+
+
+# --------------------------------------------------------------------------
+# start / stop
+
+
+def ray_executable() -> str:
+    cand = Path(sys.executable).parent / "ray"
+    if cand.exists():
+        return str(cand)
+    found = shutil.which("ray")
+    if not found:
+        raise LlmctlError("the `ray` command was not found; install llmctl's dependencies (make setup)")
+    return found
+
+
+def default_num_cpus() -> int:
+    """Logical CPUs to advertise. A tiny CPU app takes 3 (ingress 1, LLMServer
+    replica 1 + its placement-group bundle 1, measured on Ray 2.60), so a
+    2-core box advertises 8 to hold two apps at once; vLLM's CPU engine uses
+    the real cores whatever this says."""
+    return max(8, os.cpu_count() or 1)
+
+
+def detect_num_gpus() -> int:
+    """GPUs visible through nvidia-smi-less probing (0 on a CPU-only box)."""
+    try:
+        return len([d for d in os.listdir("/dev") if d.startswith("nvidia") and d[6:].isdigit()])
+    except OSError:
+        return 0
+
+
+def _ray_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "RAY_AUTH_MODE": "disabled",
+            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+            "RAY_USAGE_STATS_ENABLED": "0",
+        }
+    )
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+def _head_command(ports: dict[str, int], temp_dir: str, num_cpus: int, num_gpus: int) -> list[str]:
+    return [
+        ray_executable(), "start", "--head", "--block",
+        "--node-ip-address", "127.0.0.1",
+        "--port", str(ports["gcs"]),
+        "--dashboard-host", "127.0.0.1",
+        "--dashboard-port", str(ports["dashboard"]),
+        "--ray-client-server-port", str(ports["client_server"]),
+        "--node-manager-port", str(ports["node_manager"]),
+        "--object-manager-port", str(ports["object_manager"]),
+        "--min-worker-port", str(ports["min_worker"]),
+        "--max-worker-port", str(ports["max_worker"]),
+        "--metrics-export-port", str(ports["metrics_export"]),
+        "--dashboard-agent-listen-port", str(ports["dashboard_agent_listen"]),
+        "--dashboard-agent-grpc-port", str(ports["dashboard_agent_grpc"]),
+        "--runtime-env-agent-port", str(ports["runtime_env_agent"]),
+        "--temp-dir", temp_dir,
+        "--num-cpus", str(num_cpus),
+        "--num-gpus", str(num_gpus),
+        "--disable-usage-stats",
+        "--log-style", "record",
+    ]  # fmt: skip
+
+
+def _dashboard_ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/api/serve/applications/", timeout=2) as r:
+            return r.status == 200
+    except (OSError, urllib.error.URLError, ValueError):
+        return False
+
+
+def start_head(
+    *,
+    num_cpus: int | None = None,
+    num_gpus: int | None = None,
+    timeout: float = START_TIMEOUT_S,
+    temp_root: str | None = None,
+) -> ClusterState:
+    """Start a private Ray head and record it in the state file.
+
+    Raises LlmctlError if one is already running (use :func:`running_state`)
+    or if Ray does not come up; retries with another port block when Ray
+    reports a port clash.
+    """
+    if running_state() is not None:
+        raise LlmctlError(f"a local cluster is already running (state: {state_path()}); stop it with `llmctl down --cluster`")
+    clear_state()
+    num_cpus = default_num_cpus() if num_cpus is None else num_cpus
+    num_gpus = detect_num_gpus() if num_gpus is None else num_gpus
+    last_error = ""
+    for _attempt in range(3):
+        ports = pick_ports()
+        temp_dir = tempfile.mkdtemp(prefix="llmctl-", dir=temp_root or _short_tmp())
+        log_file = os.path.join(temp_dir, "ray-start.log")
+        cmd = _head_command(ports, temp_dir, num_cpus, num_gpus)
+        with open(log_file, "ab") as log:
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=_ray_env(), start_new_session=True, close_fds=True,
+            )  # fmt: skip
+        ticks = None
+        for _ in range(50):
+            ticks = _start_ticks(proc.pid)
+            if ticks is not None:
+                break
+            time.sleep(0.01)
+        state = ClusterState(
+            pid=proc.pid,
+            pid_start_ticks=ticks or 0,
+            ports=ports,
+            dashboard_url=f"http://127.0.0.1:{ports['dashboard']}",
+            gcs_address=f"127.0.0.1:{ports['gcs']}",
+            temp_dir=temp_dir,
+            serve_http_port=ports["serve_http"],
+            num_cpus=num_cpus,
+            num_gpus=num_gpus,
+            log_file=log_file,
+            started_at=time.time(),
+        )
+        save_state(state)  # before waiting: an interrupted start can still be stopped
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                break
+            if _dashboard_ready(state.dashboard_url):
+                state.pids = {str(p): _comm(p) for p in session_pids(proc.pid)}
+                save_state(state)
+                return state
+            time.sleep(0.25)
+        # Failed: collect the reason, clean up, maybe retry on a port clash.
+        tail = _tail(log_file, 15)
+        stop_head(state, timeout=5)
+        last_error = tail
+        if "port" in tail.lower() and ("in use" in tail.lower() or "used by" in tail.lower()):
+            continue
+        break
+    raise LlmctlError("the local Ray head did not start:\n" + last_error)
+
+
+def _short_tmp() -> str:
+    t = tempfile.gettempdir()
+    return t if len(t) <= 20 else "/tmp"
+
+
+def _tail(path: str, n: int) -> str:
+    try:
+        lines = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
+
+
+@dataclass
+class StopResult:
+    pids: list[int]
+    killed: list[int]
+    remaining: list[int]
+    seconds: float
+
+
+def stop_head(state: ClusterState | None = None, *, timeout: float = 10.0, remove_temp: bool = True) -> StopResult:
+    """Stop the head llmctl started: SIGTERM its leader, SIGKILL stragglers.
+
+    Only processes in the leader's session are touched (never ``ray stop``).
+    Removes the state file and, by default, the private temp dir.
+    """
+    t0 = time.monotonic()
+    state = state or load_state()
+    if state is None:
+        return StopResult([], [], [], 0.0)
+    pids = cluster_pids(state)
+    if pids:
+        leader_ok = _start_ticks(state.pid) == state.pid_start_ticks
+        if leader_ok:
+            _signal(state.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and cluster_pids(state):
+            _reap(state.pid)
+            time.sleep(0.1)
+    killed = []
+    for _round in range(3):
+        left = cluster_pids(state)
+        if not left:
+            break
+        for p in left:
+            if _signal(p, signal.SIGKILL):
+                killed.append(p)
+        end = time.monotonic() + 5
+        while time.monotonic() < end and cluster_pids(state):
+            _reap(state.pid)
+            time.sleep(0.1)
+    _reap(state.pid)
+    remaining = cluster_pids(state)
+    if not remaining:
+        cur = load_state()
+        if cur is not None and cur.pid == state.pid:
+            clear_state()
+        if remove_temp and state.temp_dir and Path(state.temp_dir).name.startswith("llmctl-"):
+            shutil.rmtree(state.temp_dir, ignore_errors=True)
+    return StopResult(pids, sorted(set(killed)), remaining, time.monotonic() - t0)
+
+
+def _signal(pid: int, sig: int) -> bool:
+    try:
+        os.kill(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _reap(pid: int) -> None:
+    """Collect our own child's exit status if it is our child (no zombie left)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+# --------------------------------------------------------------------------
+# addresses
+
+
+@dataclass
+class Target:
+    """The cluster a command talks to."""
+
+    dashboard_url: str
+    local: ClusterState | None = None  # set when it is the cluster llmctl started
+
+    @property
+    def is_local(self) -> bool:
+        return self.local is not None
+
+
+def _normalize_http(url: str) -> str:
+    p = urllib.parse.urlsplit(url)
+    if not p.hostname:
+        raise UsageError(f"--address {url!r}: not a URL")
+    return f"{p.scheme}://{p.netloc}".rstrip("/")
+
+
+def resolve_target(address: str | None) -> Target:
+    """Turn ``--address`` / ``RAY_ADDRESS`` (or nothing) into a dashboard URL.
+
+    - ``http(s)://host:port`` — a Ray dashboard; used as is.
+    - nothing, ``local`` or ``auto`` — the local head llmctl started (state file).
+    - ``host:port`` or ``ray://host:port`` — a Ray (GCS / client) address; if it
+      is the local head's, its dashboard; otherwise the dashboard URL the cluster
+      published in its GCS (this path imports ray, so it is slower).
+
+    Raises ClusterUnreachable when there is nothing to talk to.
+    """
+    local = running_state()
+    addr = (address or "").strip()
+    if addr in ("", "local", "auto"):
+        if local is None:
+            raise ClusterUnreachable(no_cluster_message())
+        return Target(local.dashboard_url, local)
+    if addr.startswith(("http://", "https://")):
+        url = _normalize_http(addr)
+        if local is not None and _normalize_http(local.dashboard_url) == url:
+            return Target(url, local)
+        return Target(url, None)
+    hostport = addr[len("ray://") :] if addr.startswith("ray://") else addr
+    if local is not None and hostport in (local.gcs_address, f"localhost:{local.ports['gcs']}"):
+        return Target(local.dashboard_url, local)
+    if addr.startswith("ray://"):
+        raise UsageError(
+            f"--address {addr!r}: a Ray Client address does not name the dashboard; "
+            "pass the dashboard URL instead (http://HOST:8265)"
+        )
+    return Target(_dashboard_from_gcs(hostport), None)
+
+
+def _dashboard_from_gcs(gcs_address: str) -> str:
+    try:
+        from ray.dashboard.utils import get_address_for_submission_client  # heavy: only here
+    except ImportError as e:  # pragma: no cover
+        raise UsageError(f"--address {gcs_address!r}: pass the dashboard URL (http://HOST:PORT) ({e})")
+    try:
+        url = get_address_for_submission_client(gcs_address)
+    except Exception as e:  # noqa: BLE001 - ray raises many kinds here
+        raise ClusterUnreachable(f"no Ray cluster answers at {gcs_address} ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
+    return _normalize_http(url if "://" in url else "http://" + url)
+
+
+def no_cluster_message(url: str | None = None) -> str:
+    where = f"at {url}" if url else "(llmctl has not started a local one, and no --address / RAY_ADDRESS was given)"
+    return (
+        f"no Ray cluster reachable {where}; "
+        "`llmctl up FILE` starts a local one, or pass --address http://HOST:PORT (the Ray dashboard)"
+    )

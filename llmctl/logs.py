@@ -1,0 +1,285 @@
+"""Replica and controller logs of a Serve app.
+
+Local cluster (the one llmctl started): files under
+``<temp-dir>/session_latest/logs/``:
+
+- ``serve/replica_<app>_<deployment>_<id>.log`` — Serve's log of each replica;
+- ``serve/controller_<pid>.log`` — the controller (lines about the app only,
+  when an app is named);
+- ``worker-*-<pid>.err`` of each live replica — what the engine writes to
+  stderr (vLLM's own log lines and tracebacks land here, not in the replica
+  log).
+
+Remote cluster: the same files through Ray's log API on the dashboard
+(``/api/v0/logs``), listed per node.
+
+``tail()`` returns the last lines; ``follow()`` yields new lines until the
+caller stops iterating (Ctrl-C in the CLI). Neither touches the app.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import queue
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from llmctl.cluster import Target
+from llmctl.errors import ClusterUnreachable, UsageError
+from llmctl.serve_api import HTTPFailure, ServeClient
+
+
+@dataclass(frozen=True)
+class LogLine:
+    source: str  # short label: "controller", "replica LLMServer:tiny-llama abc123", "engine pid 123"
+    text: str
+
+
+@dataclass(frozen=True)
+class _Src:
+    label: str
+    path: str  # local path, or filename for the log API
+    node_id: str | None = None  # remote only
+    app_filter: str | None = None  # keep only lines that mention this app (controller)
+
+
+def _safe(name: str) -> str:
+    return name.replace("/", "_")
+
+
+def _replica_label(fname: str, app: str) -> str:
+    stem = fname[: -len(".log")] if fname.endswith(".log") else fname
+    rest = stem[len(f"replica_{_safe(app)}_") :]
+    dep, _, rid = rest.rpartition("_")
+    if dep.startswith("LLMServer_"):  # Serve writes "LLMServer:<id>" as "LLMServer_<id>"
+        dep = "LLMServer:" + dep[len("LLMServer_") :]
+    return f"replica {dep or rest} {rid}".strip()
+
+
+def _app_names(client: ServeClient) -> tuple[list[str], dict]:
+    st = client.status()
+    return sorted((st.get("applications") or {}).keys()), st
+
+
+def _replica_pids(status: dict, apps: list[str]) -> list[tuple[str, int]]:
+    out = []
+    for name in apps:
+        for dname, dep in (((status.get("applications") or {}).get(name) or {}).get("deployments") or {}).items():
+            for r in dep.get("replicas") or []:
+                if r.get("pid"):
+                    out.append((f"stderr {dname} {r.get('replica_id', '')}".strip(), int(r["pid"])))
+    return out
+
+
+def _mentions(line: str, app: str) -> bool:
+    return f"'{app}'" in line or f"app='{app}'" in line or f"_{app}_" in line or f" {app} " in line
+
+
+def _local_sources(target: Target, app: str | None, status: dict, apps: list[str]) -> list[_Src]:
+    logs = target.local.session_dir / "logs"
+    serve = logs / "serve"
+    srcs: list[_Src] = []
+    for p in sorted(serve.glob("controller_*.log")):
+        if p.name.startswith("controller_build_"):
+            continue
+        srcs.append(_Src("controller", str(p), None, app))
+    for name in apps:
+        for p in sorted(serve.glob(f"controller_build_{_safe(name)}_*.log")):
+            srcs.append(_Src(f"build {name}", str(p)))
+        for p in sorted(serve.glob(f"replica_{_safe(name)}_*.log")):
+            srcs.append(_Src(_replica_label(p.name, name), str(p)))
+    for label, pid in _replica_pids(status, apps):
+        for p in sorted(logs.glob(f"worker-*-{pid}.err")):
+            srcs.append(_Src(label, str(p)))
+    return srcs
+
+
+def _remote_sources(client: ServeClient, app: str | None, status: dict, apps: list[str]) -> list[_Src]:
+    srcs: list[_Src] = []
+    pids = dict((pid, label) for label, pid in _replica_pids(status, apps))
+    for node in client.nodes():
+        if node.get("state") != "ALIVE":
+            continue
+        nid = node["node_id"]
+        listing = client.list_logs(nid)
+        files = [f for group in listing.values() for f in group]
+        for f in sorted(files):
+            base = f.rsplit("/", 1)[-1]
+            if base.startswith("controller_") and not base.startswith("controller_build_"):
+                srcs.append(_Src("controller", f, nid, app))
+            for name in apps:
+                if base.startswith(f"replica_{_safe(name)}_"):
+                    srcs.append(_Src(_replica_label(base, name), f, nid))
+                elif base.startswith(f"controller_build_{_safe(name)}_"):
+                    srcs.append(_Src(f"build {name}", f, nid))
+            m = re.match(r"worker-.*-(\d+)\.err$", base)
+            if m and int(m.group(1)) in pids:
+                srcs.append(_Src(pids[int(m.group(1))], f, nid))
+    return srcs
+
+
+def _sources(target: Target, app: str | None) -> tuple[list[_Src], ServeClient]:
+    client = ServeClient(target.dashboard_url)
+    names, status = _app_names(client)
+    if app is not None and app not in names:
+        raise UsageError(f"no application named {app!r} (apps: {', '.join(names) or 'none'})")
+    apps = [app] if app else names
+    if target.is_local and target.local.session_dir.exists():
+        return _local_sources(target, app, status, apps), client
+    return _remote_sources(client, app, status, apps), client
+
+
+def _read_tail(path: str, n: int) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            chunk = min(size, max(8192, n * 400))
+            f.seek(size - chunk)
+            data = f.read().decode(errors="replace")
+    except OSError:
+        return []
+    lines = data.splitlines()
+    if chunk < size:
+        lines = lines[1:]  # first line may be partial
+    return lines[-n:] if n > 0 else []
+
+
+def _plain(line: str) -> str:
+    """Ray writes some worker lines as JSON records; show them as text."""
+    if line.startswith('{"asctime"'):
+        try:
+            rec = json.loads(line)
+            return f"{rec.get('levelname', '')} {rec.get('asctime', '')} {rec.get('message', '')}".strip()
+        except ValueError:
+            pass
+    return line
+
+
+def _filter(src: _Src, lines: list[str]) -> list[str]:
+    if src.app_filter:
+        lines = [ln for ln in lines if _mentions(ln, src.app_filter)]
+    return [_plain(ln) for ln in lines if ln.strip() and not ln.startswith((":job_id:", ":actor_name:", ":task_name:"))]
+
+
+def tail(target: Target, app: str | None = None, lines: int = 50) -> list[LogLine]:
+    """The last ``lines`` lines of each log of the app (all apps if None)."""
+    srcs, client = _sources(target, app)
+    out: list[LogLine] = []
+    for src in srcs:
+        if src.node_id is None:
+            raw = _read_tail(src.path, lines * (20 if src.app_filter else 1))
+        else:
+            try:
+                raw = client.log_file(src.node_id, src.path, lines=lines * (20 if src.app_filter else 1)).splitlines()
+            except HTTPFailure:
+                raw = []
+        out.extend(LogLine(src.label, ln) for ln in _filter(src, raw)[-lines:])
+    return out
+
+
+def follow(target: Target, app: str | None = None, lines: int = 10, *, poll: float = 0.5) -> Iterator[LogLine]:
+    """Yield the last ``lines`` lines, then new lines as they are written, forever.
+
+    New replicas' files are picked up as they appear. Stop by closing the
+    generator (or Ctrl-C); the app is not touched.
+    """
+    if target.is_local and target.local.session_dir.exists():
+        yield from _follow_local(target, app, lines, poll)
+    else:
+        yield from _follow_remote(target, app, lines)
+
+
+def _follow_local(target: Target, app: str | None, lines: int, poll: float) -> Iterator[LogLine]:
+    for ln in tail(target, app, lines):
+        yield ln
+    offsets: dict[str, int] = {}
+    partial: dict[str, str] = {}
+    srcs, _ = _sources(target, app)
+    for s in srcs:
+        try:
+            offsets[s.path] = Path(s.path).stat().st_size
+        except OSError:
+            offsets[s.path] = 0
+    last_scan = time.monotonic()
+    while True:
+        if time.monotonic() - last_scan > 2.0:
+            try:
+                fresh, _ = _sources(target, app)
+            except (ClusterUnreachable, UsageError):
+                fresh = srcs
+            for s in fresh:
+                offsets.setdefault(s.path, 0)
+            srcs = fresh
+            last_scan = time.monotonic()
+        for s in srcs:
+            try:
+                with open(s.path, "rb") as f:
+                    f.seek(offsets.get(s.path, 0))
+                    data = f.read()
+                    offsets[s.path] = f.tell()
+            except OSError:
+                continue
+            if not data:
+                continue
+            text = partial.pop(s.path, "") + data.decode(errors="replace")
+            parts = text.split("\n")
+            if parts[-1]:
+                partial[s.path] = parts[-1]
+            for ln in _filter(s, parts[:-1]):
+                yield LogLine(s.label, ln)
+        time.sleep(poll)
+
+
+def _follow_remote(target: Target, app: str | None, lines: int) -> Iterator[LogLine]:
+    srcs, client = _sources(target, app)
+    q: "queue.Queue[LogLine]" = queue.Queue()
+
+    def pump(src: _Src) -> None:
+        buf = ""
+        try:
+            for chunk in client.log_stream(src.node_id, src.path, lines=lines * (20 if src.app_filter else 1)):
+                buf += chunk
+                *full, buf = buf.split("\n")
+                for ln in _filter(src, full):
+                    q.put(LogLine(src.label, ln))
+        except Exception:  # noqa: BLE001 - a dead stream ends that source only
+            return
+
+    for s in srcs:
+        threading.Thread(target=pump, args=(s,), daemon=True).start()
+    while True:
+        yield q.get()
+
+
+# --------------------------------------------------------------------------
+# one replica (for `up` failures)
+
+
+def replica_log_tail(target: Target, pid: int, lines: int = 20) -> str:
+    """The last lines a replica process wrote to stderr (then stdout)."""
+    out: list[str] = []
+    if target.is_local:
+        logs = target.local.session_dir / "logs"
+        for suffix in ("err", "out"):
+            for p in sorted(logs.glob(f"worker-*-{pid}.{suffix}")):
+                out = [ln for ln in _read_tail(str(p), lines * 3) if ln.strip() and not ln.startswith(":")]
+            if out:
+                break
+        return "\n".join(out[-lines:])
+    client = ServeClient(target.dashboard_url)
+    try:
+        for node in client.nodes():
+            listing = client.list_logs(node["node_id"], glob=f"*{pid}.err")
+            files = [f for group in listing.values() for f in group]
+            if files:
+                text = client.log_file(node["node_id"], files[0], lines=lines * 3)
+                out = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(":")]
+                break
+    except (HTTPFailure, ClusterUnreachable):
+        return ""
+    return "\n".join(out[-lines:])

@@ -1,0 +1,306 @@
+"""Ray Serve's REST API on the dashboard port, with the standard library only.
+
+No ``import ray`` here: ``llmctl status`` is one HTTP GET (~15 ms) where
+``serve status`` spends ~1 s importing Ray. The calls used (Ray 2.60):
+
+- ``GET/PUT/DELETE /api/serve/applications/`` — status, deploy a whole serve
+  config (what ``serve deploy`` sends), delete every app.
+- ``GET /api/v0/placement_groups?detail=1`` and ``GET /api/v0/nodes?detail=1``
+  (the state API) — to tell "waiting for resources the cluster does not have"
+  from "starting slowly".
+- ``GET /api/v0/logs`` / ``/api/v0/logs/file`` — log files of a remote cluster.
+
+Errors: nothing answering -> :class:`ClusterUnreachable` (exit 3); Ray
+rejecting a config -> :class:`DeployFailed` with Ray's own message.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator
+
+from llmctl.errors import ClusterUnreachable, DeployFailed, LlmctlError
+
+APPS_PATH = "/api/serve/applications/"
+TERMINAL_OK = "RUNNING"
+TERMINAL_BAD = ("DEPLOY_FAILED", "UNHEALTHY")
+
+
+class HTTPFailure(LlmctlError):
+    """The dashboard answered with an HTTP error (carries status and body)."""
+
+    def __init__(self, status: int, body: str, url: str):
+        self.status = status
+        self.body = body
+        self.url = url
+        super().__init__(f"{url}: HTTP {status}: {_short(body)}")
+
+
+def _short(text: str, limit: int = 2000) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + " …"
+
+
+class ServeClient:
+    """A thin client of one cluster's dashboard (``http://host:port``)."""
+
+    def __init__(self, dashboard_url: str, *, timeout: float = 10.0):
+        self.url = dashboard_url.rstrip("/")
+        self.timeout = timeout
+
+    # -- plumbing ----------------------------------------------------------
+    def _request(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> tuple[int, bytes]:
+        data = None
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            raw = e.read().decode(errors="replace") if e.fp else ""
+            raise HTTPFailure(e.code, _error_text(raw), self.url + path) from None
+        except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError, OSError) as e:
+            from llmctl.cluster import no_cluster_message
+
+            reason = getattr(e, "reason", e)
+            raise ClusterUnreachable(f"{no_cluster_message(self.url)} ({reason})") from None
+
+    def _json(self, method: str, path: str, body: Any = None, **kw) -> Any:
+        _, raw = self._request(method, path, body, **kw)
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise LlmctlError(f"{self.url}{path}: not JSON (is this a Ray dashboard?)") from None
+
+    # -- Serve -------------------------------------------------------------
+    def status(self) -> dict:
+        """``GET /api/serve/applications/`` as a dict (raises ClusterUnreachable)."""
+        try:
+            data = self._json("GET", APPS_PATH)
+        except HTTPFailure as e:
+            if e.status == 404:
+                raise ClusterUnreachable(f"{self.url} answers but has no Serve API (not a Ray dashboard, or Ray < 2.x)") from None
+            raise
+        return data or {}
+
+    def deploy(self, config: dict) -> None:
+        """``PUT`` a whole serve config. Ray replaces the set of apps with it."""
+        try:
+            self._request("PUT", APPS_PATH, config, timeout=max(self.timeout, 60))
+        except HTTPFailure as e:
+            raise DeployFailed(f"Ray rejected the config: {e.body}") from None
+
+    def delete_all(self) -> None:
+        self._request("DELETE", APPS_PATH, timeout=max(self.timeout, 60))
+
+    # -- state API -----------------------------------------------------------
+    def _state_list(self, resource: str, **params: str) -> list[dict]:
+        q = urllib.parse.urlencode({"detail": "1", "limit": "1000", **params})
+        data = self._json("GET", f"/api/v0/{resource}?{q}")
+        try:
+            return list(data["data"]["result"]["result"])
+        except (KeyError, TypeError):
+            return []
+
+    def placement_groups(self) -> list[dict]:
+        return self._state_list("placement_groups")
+
+    def nodes(self) -> list[dict]:
+        return self._state_list("nodes")
+
+    def actors(self, **filters: str) -> list[dict]:
+        return self._state_list("actors", **filters)
+
+    # -- logs (remote clusters) ----------------------------------------------
+    def list_logs(self, node_id: str, glob: str | None = None) -> dict[str, list[str]]:
+        params = {"node_id": node_id}
+        if glob:
+            params["glob"] = glob
+        data = self._json("GET", "/api/v0/logs?" + urllib.parse.urlencode(params))
+        try:
+            return dict(data["data"]["result"])
+        except (KeyError, TypeError):
+            return {}
+
+    def log_file(self, node_id: str, filename: str, lines: int = 100) -> str:
+        q = urllib.parse.urlencode({"node_id": node_id, "filename": filename, "lines": str(lines)})
+        _, raw = self._request("GET", "/api/v0/logs/file?" + q)
+        return _strip_log_stream(raw)
+
+    def log_stream(self, node_id: str, filename: str, lines: int = 100) -> Iterator[str]:
+        """Follow one log file (``/api/v0/logs/stream``); yields text chunks."""
+        q = urllib.parse.urlencode({"node_id": node_id, "filename": filename, "lines": str(lines)})
+        req = urllib.request.Request(self.url + "/api/v0/logs/stream?" + q)
+        try:
+            resp = urllib.request.urlopen(req, timeout=None)
+        except (urllib.error.URLError, OSError) as e:
+            raise ClusterUnreachable(f"{self.url}: log stream failed ({e})") from None
+        with resp:
+            while True:
+                chunk = resp.read1(65536) if hasattr(resp, "read1") else resp.read(4096)
+                if not chunk:
+                    return
+                yield _strip_log_stream(chunk)
+
+
+def _strip_log_stream(raw: bytes) -> str:
+    # The log API prefixes each chunk with "1" (ok) or "0" (error).
+    text = raw.decode(errors="replace")
+    if text[:1] in ("0", "1"):
+        text = text[1:]
+    return text
+
+
+def _error_text(raw: str) -> str:
+    """Ray's error bodies are plain text or JSON with a message field."""
+    raw = raw.strip()
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return raw
+    if isinstance(data, dict):
+        for key in ("msg", "message", "error", "detail"):
+            if data.get(key):
+                return str(data[key])
+    return raw
+
+
+# --------------------------------------------------------------------------
+# summaries (what status / progress show)
+
+
+@dataclass
+class DeploymentSummary:
+    name: str
+    status: str
+    message: str
+    target_replicas: int | None
+    replicas: dict[str, int]  # state -> count
+    required_resources: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class AppSummary:
+    name: str
+    status: str
+    message: str
+    route_prefix: str | None
+    model_ids: list[str]
+    endpoint: str | None
+    deployments: list[DeploymentSummary]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def model_ids_of(app: dict) -> list[str]:
+    """Model ids an LLM app serves: from its deployed config, else its deployment names."""
+    ids: list[str] = []
+    cfg = app.get("deployed_app_config") or {}
+    for llm in ((cfg.get("args") or {}).get("llm_configs") or []):
+        if isinstance(llm, dict):
+            mid = (llm.get("model_loading_config") or {}).get("model_id")
+            if mid:
+                ids.append(str(mid))
+    if not ids:
+        for name in (app.get("deployments") or {}):
+            if name.startswith("LLMServer:"):
+                ids.append(name.split(":", 1)[1])
+    return ids
+
+
+def http_base(status: dict, dashboard_url: str) -> str | None:
+    """``http://host:port`` of the Serve HTTP proxy, as a client should reach it."""
+    opts = status.get("http_options") or {}
+    port = opts.get("port")
+    if not port:
+        return None
+    host = opts.get("host") or "127.0.0.1"
+    dash_host = urllib.parse.urlsplit(dashboard_url).hostname or "127.0.0.1"
+    if host in ("0.0.0.0", "::", ""):
+        host = dash_host
+    return f"http://{host}:{port}"
+
+
+def endpoint_of(base: str | None, route_prefix: str | None) -> str | None:
+    if not base or route_prefix is None:
+        return None
+    prefix = "" if route_prefix in ("/", "") else "/" + route_prefix.strip("/")
+    return f"{base}{prefix}/v1"
+
+
+def summarize(status: dict, dashboard_url: str) -> list[AppSummary]:
+    base = http_base(status, dashboard_url)
+    apps = []
+    for name, app in sorted((status.get("applications") or {}).items()):
+        deps = []
+        for dname, dep in sorted((app.get("deployments") or {}).items()):
+            counts: dict[str, int] = {}
+            for r in dep.get("replicas") or []:
+                counts[r.get("state", "?")] = counts.get(r.get("state", "?"), 0) + 1
+            deps.append(
+                DeploymentSummary(
+                    name=dname,
+                    status=dep.get("status", "?"),
+                    message=dep.get("message") or "",
+                    target_replicas=dep.get("target_num_replicas"),
+                    replicas=counts,
+                    required_resources=dep.get("required_resources") or {},
+                )
+            )
+        route = app.get("route_prefix")
+        apps.append(
+            AppSummary(
+                name=name,
+                status=app.get("status", "?"),
+                message=app.get("message") or "",
+                route_prefix=route,
+                model_ids=model_ids_of(app),
+                endpoint=endpoint_of(base, route),
+                deployments=deps,
+            )
+        )
+    return apps
+
+
+def deployed_configs(status: dict) -> list[dict]:
+    """The app configs currently deployed declaratively (to re-send with a PUT)."""
+    out = []
+    for name, app in (status.get("applications") or {}).items():
+        cfg = app.get("deployed_app_config")
+        if cfg is None:
+            raise DeployFailed(
+                f"application {name!r} was deployed from Python (serve.run), not from a config; "
+                "Ray's REST API cannot update the cluster around it — delete it first"
+            )
+        out.append(cfg)
+    return out
+
+
+def wait_gone(client: ServeClient, names: list[str] | None, *, timeout: float, interval: float = 0.5) -> Iterator[dict]:
+    """Poll until the named apps (all apps if None) are gone; yields each status.
+
+    Raises DeployFailed on timeout.
+    """
+    t0 = time.monotonic()
+    while True:
+        st = client.status()
+        present = set((st.get("applications") or {}).keys())
+        left = present if names is None else present & set(names)
+        yield st
+        if not left:
+            return
+        if time.monotonic() - t0 > timeout:
+            raise DeployFailed(f"timed out after {timeout:.0f}s waiting for {', '.join(sorted(left))} to be deleted")
+        time.sleep(interval)
