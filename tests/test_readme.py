@@ -1,0 +1,52 @@
+"""The README's examples are real: its gen-config and plan commands run as
+shown, and the plan table it shows is what llmctl prints today."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from helpers import REPO, run_cli
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def _commands(prefix: str) -> list[list[str]]:
+    """`llmctl <prefix> …` command lines of the README (joined continuations)."""
+    text = README.replace("\\\n", " ")
+    cmds = []
+    for line in text.splitlines():
+        line = line.strip().removeprefix("$ ")
+        if line.startswith(f"llmctl {prefix} "):
+            cmds.append(shlex.split(line.split("#")[0])[1:])
+    return cmds
+
+
+def _cells(text: str) -> list[list[str]]:
+    rows = []
+    for line in text.splitlines():
+        if re.match(r"^\W*L4\b", line):
+            rows.append([c for c in re.split(r"[\s│┃]+", line.replace("← advised", "advised")) if c])
+    return rows
+
+
+def test_readme_gen_config_commands_run(capsys, tmp_path, monkeypatch):
+    cmds = _commands("gen-config")
+    assert len(cmds) >= 2
+    for i, args in enumerate(cmds):
+        work = tmp_path / str(i)
+        work.mkdir()
+        monkeypatch.chdir(work)
+        r = run_cli(capsys, *args)
+        assert r.code == 0, (args, r.err)
+        assert list(work.rglob("serve_*.yaml"))
+
+
+def test_readme_plan_example_is_current(capsys):
+    (args,) = _commands("plan")
+    r = run_cli(capsys, *args)
+    assert r.code == 0, r.err
+    block = README.split("$ llmctl plan", 1)[1].split("```", 1)[0]
+    assert _cells(block) and _cells(block) == _cells(r.out)
+    advised = [ln for ln in block.splitlines() if ln.startswith("advised:")]
+    assert advised and advised[0] in r.out
