@@ -113,6 +113,7 @@ class Prepared:
     config: dict  # the serve config with llm_configs inlined and ${VAR}s filled
     app_names: list[str]
     model_ids: dict[str, list[str]]  # app -> model ids
+    sources: dict[str, str] = field(default_factory=dict)  # model id -> model_source (for messages)
     secrets: list[str] = field(default_factory=list)  # values to scrub from output
     env_vars_used: list[str] = field(default_factory=list)
 
@@ -134,6 +135,7 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None) -> Pr
     used: list[str] = []
     names: list[str] = []
     model_ids: dict[str, list[str]] = {}
+    sources: dict[str, str] = {}
     for app in config.get("applications") or []:
         name = app.get("name") or "default"
         names.append(name)
@@ -144,11 +146,13 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None) -> Pr
                 mid = (llm.get("model_loading_config") or {}).get("model_id")
                 if mid:
                     ids.append(str(mid))
+                    src = (llm.get("model_loading_config") or {}).get("model_source", mid)
+                    sources[str(mid)] = src if isinstance(src, str) else json.dumps(src)
                 _fill_env(llm.get("runtime_env"), f"model {mid!r}", env, secrets, used, path)
         model_ids[name] = ids
     if len(set(names)) != len(names):
         raise UsageError(f"{path}: two applications have the same name")
-    return Prepared(config, names, model_ids, secrets, used)
+    return Prepared(config, names, model_ids, sources, secrets, used)
 
 
 def _fill_env(runtime_env, where: str, env, secrets: list[str], used: list[str], path: Path) -> None:
@@ -263,6 +267,32 @@ def up(
         yield Step(f"started a local Ray head: dashboard {st.dashboard_url}, state {_cluster.state_path()}")
     current = client.status()
     payload = compose(prepared, current, target.local)
+    # Ray does not retry a failed app whose config did not change: remove it first.
+    failed_same = [
+        a.get("name") for a in payload["applications"]
+        if a.get("name") in prepared.app_names
+        and (current.get("applications") or {}).get(a.get("name"), {}).get("status") in TERMINAL_BAD
+        and current["applications"][a.get("name")].get("deployed_app_config") == a
+    ]  # fmt: skip
+    if failed_same:
+        yield Step(f"removing the failed {', '.join(failed_same)} before deploying it again …")
+        without = dict(payload, applications=[a for a in payload["applications"] if a.get("name") not in failed_same])
+        if without["applications"]:
+            client.deploy(without)
+        else:
+            client.delete_all()
+        for _ in wait_gone(client, failed_same, timeout=120):
+            pass
+        current = client.status()
+    # Apps being replaced by a different config: until the controller takes the
+    # new config, GET still shows the old version (possibly RUNNING).
+    before = current.get("applications") or {}
+    stale = {
+        a.get("name"): before[a.get("name")].get("last_deployed_time_s")
+        for a in payload["applications"]
+        if a.get("name") in prepared.app_names and a.get("name") in before
+        and before[a.get("name")].get("deployed_app_config") != a
+    }
     try:
         client.deploy(payload)
     except DeployFailed as e:
@@ -280,12 +310,21 @@ def up(
     deadline = t_deploy + timeout
     while True:
         st = client.status()
+        raw_apps = st.get("applications") or {}
+        for name, t_before in list(stale.items()):
+            if name in raw_apps and raw_apps[name].get("last_deployed_time_s") != t_before:
+                del stale[name]  # the controller has the new config
+        if stale and time.monotonic() - t_deploy < 30:
+            for name in stale:
+                raw_apps.pop(name, None)  # not ours yet: show as not listed
+        else:
+            stale.clear()
         apps = [a for a in summarize(st, client.url) if a.name in prepared.app_names]
         by_name = {a.name: a for a in apps}
         note = ""
         failed = [a for a in apps if a.status in TERMINAL_BAD]
         if failed:
-            raise DeployFailed(scrub(_failure_message(failed[0], st, target), prepared.secrets))
+            raise DeployFailed(scrub(_failure_message(failed[0], st, target, prepared.sources), prepared.secrets))
         if len(by_name) == len(prepared.app_names) and all(a.status == "RUNNING" for a in apps):
             yield Progress(time.monotonic() - t0, apps)
             break
@@ -371,26 +410,28 @@ def reason_from_message(message: str, max_lines: int = 6) -> str:
     return "\n".join(ln for ln in lines[idx : idx + max_lines] if ln.strip())
 
 
-def _failure_message(app: AppSummary, status: dict, target: _cluster.Target) -> str:
+def _failure_message(app: AppSummary, status: dict, target: _cluster.Target, sources: dict[str, str] | None = None) -> str:
     from llmctl import logs as _logs
 
+    sources = sources or {}
     parts = [f"application {app.name!r} is {app.status}" + (f": {app.message.splitlines()[0]}" if app.message else "")]
     raw_app = (status.get("applications") or {}).get(app.name) or {}
     for dep in app.deployments:
         if dep.status in ("DEPLOY_FAILED", "UNHEALTHY") and dep.message:
             first = _ANSI.sub("", dep.message.splitlines()[0])
-            parts.append(f"deployment {dep.name!r} is {dep.status}: {first}")
+            src = sources.get(dep.name.split(":", 1)[1]) if dep.name.startswith("LLMServer:") else None
+            parts.append(f"deployment {dep.name!r}" + (f" (model_source {src})" if src else "") + f" is {dep.status}: {first}")
             reason = reason_from_message(dep.message)
             if reason and reason != first:
                 parts.append(reason)
             pids = _PID_RE.findall(dep.message)
             raw_dep = (raw_app.get("deployments") or {}).get(dep.name) or {}
             pids += [str(r["pid"]) for r in raw_dep.get("replicas") or [] if r.get("pid")]
-            if pids:
-                tail = _logs.replica_log_tail(target, int(pids[-1]), lines=20)
-                if tail:
-                    parts.append(f"--- last lines of the replica's log (pid {pids[-1]}) ---")
-                    parts.append(tail)
+            pid = int(pids[-1]) if pids else None
+            tail = _logs.replica_log_tail(target, pid, lines=20, app=app.name, deployment=dep.name)
+            if tail:
+                parts.append(f"--- last lines of the replica's log{f' (pid {pid})' if pid else ''} ---")
+                parts.append(tail)
     parts.append(f"see `llmctl logs {app.name}`; remove it with `llmctl down {app.name}`")
     return "\n".join(parts)
 
@@ -623,6 +664,18 @@ def down(
         raise
     client = ServeClient(target.dashboard_url)
     removed: list[str] = []
+    if stop_cluster and app is None and target.is_local:
+        # The whole head goes away: no need to delete the apps one by one.
+        try:
+            removed = list((client.status().get("applications") or {}).keys())
+        except ClusterUnreachable:
+            removed = []
+        yield Step("stopping the local Ray head …")
+        stop = _cluster.stop_head(target.local)
+        if stop.remaining:
+            raise DeployFailed(f"processes of the local cluster are still running after SIGKILL: {stop.remaining}")
+        yield DownResult(removed, [], True, stop)
+        return
     try:
         st = client.status()
     except ClusterUnreachable:

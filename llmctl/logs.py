@@ -260,26 +260,36 @@ def _follow_remote(target: Target, app: str | None, lines: int) -> Iterator[LogL
 # one replica (for `up` failures)
 
 
-def replica_log_tail(target: Target, pid: int, lines: int = 20) -> str:
-    """The last lines a replica process wrote to stderr (then stdout)."""
+def replica_log_tail(target: Target, pid: int | None, lines: int = 20, *, app: str | None = None, deployment: str | None = None) -> str:
+    """The last lines of a replica's Serve log and of what its process wrote to stderr."""
     out: list[str] = []
+    dep_safe = deployment.replace(":", "_") if deployment else None
     if target.is_local:
         logs = target.local.session_dir / "logs"
-        for suffix in ("err", "out"):
-            for p in sorted(logs.glob(f"worker-*-{pid}.{suffix}")):
-                out = [ln for ln in _read_tail(str(p), lines * 3) if ln.strip() and not ln.startswith(":")]
-            if out:
-                break
-        return "\n".join(out[-lines:])
+        if app and dep_safe:
+            files = sorted((logs / "serve").glob(f"replica_{_safe(app)}_{dep_safe}_*.log"), key=lambda p: p.stat().st_mtime)
+            if files:
+                out += [_plain(ln) for ln in _read_tail(str(files[-1]), lines // 2) if ln.strip()]
+        if pid:
+            for p in sorted(logs.glob(f"worker-*-{pid}.err")):
+                out += [_plain(ln) for ln in _read_tail(str(p), lines * 3) if ln.strip() and not ln.startswith(":")][-lines:]
+        return "\n".join(out)
     client = ServeClient(target.dashboard_url)
     try:
         for node in client.nodes():
-            listing = client.list_logs(node["node_id"], glob=f"*{pid}.err")
-            files = [f for group in listing.values() for f in group]
-            if files:
-                text = client.log_file(node["node_id"], files[0], lines=lines * 3)
-                out = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(":")]
-                break
+            nid = node["node_id"]
+            if app and dep_safe:
+                listing = client.list_logs(nid, glob=f"*replica_{_safe(app)}_{dep_safe}_*")
+                files = sorted(f for group in listing.values() for f in group)
+                if files:
+                    text = client.log_file(nid, files[-1], lines=lines // 2)
+                    out += [_plain(ln) for ln in text.splitlines() if ln.strip()]
+            if pid:
+                listing = client.list_logs(nid, glob=f"*{pid}.err")
+                files = [f for group in listing.values() for f in group]
+                if files:
+                    text = client.log_file(nid, files[0], lines=lines * 3)
+                    out += [_plain(ln) for ln in text.splitlines() if ln.strip() and not ln.startswith(":")][-lines:]
     except (HTTPFailure, ClusterUnreachable):
-        return ""
-    return "\n".join(out[-lines:])
+        pass
+    return "\n".join(out)

@@ -1,0 +1,92 @@
+"""Shared fixtures.
+
+- ``llmctl_home`` (autouse): every test gets its own empty ``LLMCTL_HOME``, so
+  no test ever reads or writes a real ``~/.llmctl`` or finds a cluster it did
+  not ask for.
+- ``ray_head`` (session): a private Ray head started through
+  :mod:`llmctl.cluster` (own free ports, own short temp dir, 127.0.0.1,
+  ``RAY_AUTH_MODE=disabled``), stopped by PID at the end of the session; the
+  fixture checks that no process of it is left.
+- ``cluster_home`` (function): points ``LLMCTL_HOME`` at that head's state, so
+  ``llmctl status/up/logs/down`` in the test talk to it.
+- ``tiny_model`` (session): the tiny Llama built once into a temp dir.
+
+Nothing here downloads anything: ``HF_HUB_OFFLINE=1`` for the whole run.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.pop("RAY_ADDRESS", None)  # tests choose their cluster explicitly
+
+
+@pytest.fixture(autouse=True)
+def llmctl_home(tmp_path_factory, monkeypatch) -> Path:
+    home = tmp_path_factory.mktemp("llmctl-home")
+    monkeypatch.setenv("LLMCTL_HOME", str(home))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    return home
+
+
+@dataclass
+class RayHead:
+    home: Path  # LLMCTL_HOME holding its cluster.json
+    state: "object"  # llmctl.cluster.ClusterState
+
+    @property
+    def dashboard_url(self) -> str:
+        return self.state.dashboard_url
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.state.serve_http_port}"
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory) -> RayHead:
+    from llmctl import cluster
+
+    home = tmp_path_factory.mktemp("ray-head-home")
+    old = os.environ.get("LLMCTL_HOME")
+    os.environ["LLMCTL_HOME"] = str(home)
+    try:
+        state = cluster.start_head(num_cpus=8, num_gpus=0)
+    finally:
+        _restore("LLMCTL_HOME", old)
+    yield RayHead(home, state)
+    os.environ["LLMCTL_HOME"] = str(home)
+    try:
+        res = cluster.stop_head(state)
+    finally:
+        _restore("LLMCTL_HOME", old)
+    assert not res.remaining, f"processes of the test cluster survived: {res.remaining}"
+    assert not cluster.session_pids(state.pid)
+
+
+def _restore(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+@pytest.fixture
+def cluster_home(ray_head, monkeypatch) -> RayHead:
+    monkeypatch.setenv("LLMCTL_HOME", str(ray_head.home))
+    return ray_head
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    from llmctl.tinymodel import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-llama")

@@ -1,0 +1,220 @@
+"""The local Ray head llmctl owns: ports, binding, state file, stop by PID;
+and the pieces of `up` that need no engine (token filling, resource maths)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from llmctl import cluster, launch
+from llmctl.errors import ClusterUnreachable, DeployFailed, UsageError
+
+RAY_DEFAULTS = {6379, 8265, 10001, 8000, 9000, 52365}
+SRC = Path(cluster.__file__).resolve().parent
+
+
+# --------------------------------------------------------------------------
+# the running head (session fixture)
+
+
+@pytest.mark.cluster
+def test_head_binds_loopback_only_and_no_default_ports(ray_head):
+    import psutil
+
+    pids = set(cluster.session_pids(ray_head.state.pid))
+    assert ray_head.state.pid in pids
+    listening = [c for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.pid in pids]
+    assert listening, "the head listens on nothing?"
+    for c in listening:
+        assert c.laddr.ip in ("127.0.0.1", "::ffff:127.0.0.1"), f"pid {c.pid} listens on {c.laddr}"
+        assert c.laddr.port not in RAY_DEFAULTS, f"pid {c.pid} uses Ray's default port {c.laddr.port}"
+
+
+@pytest.mark.cluster
+def test_state_file(ray_head):
+    data = json.loads((ray_head.home / "cluster.json").read_text())
+    st = ray_head.state
+    assert data["pid"] == st.pid and data["dashboard_url"] == st.dashboard_url
+    assert data["dashboard_url"].startswith("http://127.0.0.1:")
+    assert data["temp_dir"] == st.temp_dir and len(st.temp_dir) <= 30  # Ray's socket paths must stay short
+    assert data["serve_http_port"] == st.ports["serve_http"]
+    assert set(RAY_DEFAULTS).isdisjoint(v for k, v in st.ports.items())
+    assert {"gcs", "dashboard", "client_server", "node_manager", "object_manager", "metrics_export",
+            "dashboard_agent_listen", "dashboard_agent_grpc", "runtime_env_agent", "min_worker",
+            "max_worker"} <= set(st.ports)  # fmt: skip
+    assert data["pids"] and all(int(p) > 0 for p in data["pids"])
+    assert Path(st.temp_dir, "session_latest", "logs").is_dir()
+
+
+@pytest.mark.cluster
+def test_found_from_state_and_second_start_refused(cluster_home):
+    t = cluster.resolve_target(None)
+    assert t.is_local and t.dashboard_url == cluster_home.dashboard_url
+    t = cluster.resolve_target(cluster_home.state.gcs_address)  # a Ray address of the local head
+    assert t.is_local and t.dashboard_url == cluster_home.dashboard_url
+    with pytest.raises(Exception, match="already running"):
+        cluster.start_head()
+
+
+# --------------------------------------------------------------------------
+# no cluster
+
+
+def test_no_state_means_unreachable(llmctl_home):
+    with pytest.raises(ClusterUnreachable) as e:
+        cluster.resolve_target(None)
+    assert e.value.exit_code == 3 and "llmctl up" in e.value.message
+
+
+def test_stale_state_is_not_a_cluster(llmctl_home):
+    stale = cluster.ClusterState(
+        pid=2**22 + 12345, pid_start_ticks=1, ports={"gcs": 1, "serve_http": 2}, dashboard_url="http://127.0.0.1:1",
+        gcs_address="127.0.0.1:1", temp_dir="/tmp/llmctl-none", serve_http_port=2, num_cpus=1, num_gpus=0,
+        log_file="/dev/null", started_at=0.0,
+    )  # fmt: skip
+    cluster.save_state(stale)
+    assert cluster.running_state() is None
+    with pytest.raises(ClusterUnreachable):
+        cluster.resolve_target(None)
+    res = cluster.stop_head(stale)  # nothing to kill, nothing raised
+    assert res.pids == [] and res.remaining == []
+
+
+def test_http_address_used_as_is(llmctl_home):
+    t = cluster.resolve_target("http://10.0.0.5:8265/")
+    assert t.dashboard_url == "http://10.0.0.5:8265" and not t.is_local
+    with pytest.raises(UsageError):
+        cluster.resolve_target("ray://10.0.0.5:10001")
+
+
+# --------------------------------------------------------------------------
+# ports
+
+
+def test_ports_free_distinct_and_not_defaults(monkeypatch):
+    monkeypatch.setenv("LLMCTL_PORT_RANGE", "26000-26999")
+    for _ in range(5):
+        ports = cluster.pick_ports()
+        singles = [v for k, v in ports.items() if k not in ("min_worker", "max_worker")]
+        assert len(set(singles)) == len(singles)
+        assert all(26000 <= p <= 26999 for p in ports.values())
+        assert ports["max_worker"] - ports["min_worker"] + 1 == cluster.WORKER_PORTS
+        assert not set(singles) & set(range(ports["min_worker"], ports["max_worker"] + 1))
+        assert RAY_DEFAULTS.isdisjoint(range(min(ports.values()), max(ports.values()) + 1))
+
+
+@pytest.mark.parametrize("bad", ["26000", "a-b", "26000-26010"])
+def test_bad_port_range(monkeypatch, bad):
+    monkeypatch.setenv("LLMCTL_PORT_RANGE", bad)
+    with pytest.raises(UsageError):
+        cluster.pick_ports()
+
+
+def test_never_ray_stop():
+    """`ray stop` kills every Ray cluster on the machine: llmctl must never run it."""
+    for path in SRC.rglob("*.py"):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            assert not re.search(r"""["']stop["']""", code) or "ray" not in code.lower(), f"{path}:{n}: {line}"
+            assert not re.search(r"""["']ray stop""", code), f"{path}:{n}: {line}"
+
+
+# --------------------------------------------------------------------------
+# preparing `up`: tokens from the environment
+
+
+def _serve_with_token(tmp_path, tiny_model, value="${MY_HF_TOKEN}"):
+    import yaml
+
+    (tmp_path / "model_config").mkdir()
+    llm = {
+        "model_loading_config": {"model_id": "tiny-llama", "model_source": str(tiny_model)},
+        "engine_kwargs": {"tensor_parallel_size": 1, "dtype": "float32", "enforce_eager": True, "max_model_len": 512},
+        "placement_group_config": {"bundles": [{"CPU": 1}]},
+        "runtime_env": {"env_vars": {"HF_TOKEN": value, "OTHER": "plain"}},
+        "deployment_config": {"autoscaling_config": {"min_replicas": 1, "max_replicas": 1}},
+    }
+    (tmp_path / "model_config" / "tiny-llama.yaml").write_text(yaml.safe_dump(llm))
+    serve = tmp_path / "serve.yaml"
+    serve.write_text(yaml.safe_dump({"applications": [{
+        "name": "llm_app", "route_prefix": "/", "import_path": "ray.serve.llm:build_openai_app",
+        "args": {"llm_configs": ["model_config/tiny-llama.yaml"]}}]}))  # fmt: skip
+    return serve
+
+
+def test_prepare_fills_token_and_inlines(tmp_path, tiny_model):
+    serve = _serve_with_token(tmp_path, tiny_model)
+    p = launch.prepare(serve, environ={"MY_HF_TOKEN": "hf_secret_value"})
+    (llm,) = p.config["applications"][0]["args"]["llm_configs"]
+    assert isinstance(llm, dict), "model config must be inlined, not a path"
+    assert llm["runtime_env"]["env_vars"] == {"HF_TOKEN": "hf_secret_value", "OTHER": "plain"}
+    assert p.secrets == ["hf_secret_value"] and p.env_vars_used == ["MY_HF_TOKEN"]
+    assert p.model_ids == {"llm_app": ["tiny-llama"]}
+    # the file on disk still names the variable only
+    assert "hf_secret_value" not in (tmp_path / "model_config" / "tiny-llama.yaml").read_text()
+    assert launch.scrub("error: token hf_secret_value rejected", p.secrets) == "error: token *** rejected"
+
+
+def test_prepare_unset_token_names_variable(tmp_path, tiny_model):
+    serve = _serve_with_token(tmp_path, tiny_model)
+    with pytest.raises(UsageError) as e:
+        launch.prepare(serve, environ={})
+    assert "MY_HF_TOKEN" in e.value.message and e.value.exit_code == 2
+
+
+def test_compose_keeps_other_apps_and_pins_local_http(tmp_path, tiny_model):
+    serve = _serve_with_token(tmp_path, tiny_model)
+    p = launch.prepare(serve, environ={"MY_HF_TOKEN": "x" * 8})
+    other = {"name": "other", "route_prefix": "/other", "import_path": "m:app"}
+    current = {"applications": {"other": {"deployed_app_config": other}}, "http_options": {"host": "0.0.0.0", "port": 8000}}
+    local = cluster.ClusterState(
+        pid=1, pid_start_ticks=1, ports={"serve_http": 26500, "serve_grpc": 26501}, dashboard_url="http://127.0.0.1:1",
+        gcs_address="127.0.0.1:2", temp_dir="/tmp/x", serve_http_port=26500, num_cpus=8, num_gpus=0,
+        log_file="/dev/null", started_at=0,
+    )  # fmt: skip
+    payload = launch.compose(p, current, local)
+    assert [a["name"] for a in payload["applications"]] == ["other", "llm_app"]
+    assert payload["http_options"] == {"host": "127.0.0.1", "port": 26500}
+    assert payload["grpc_options"]["port"] == 26501
+    clash = {"applications": {"other": {"deployed_app_config": {**other, "route_prefix": "/"}}}}
+    with pytest.raises(UsageError, match="route_prefix"):
+        launch.compose(p, clash, local)
+    imperative = {"applications": {"other": {"deployed_app_config": None}}}
+    with pytest.raises(DeployFailed, match="serve.run"):
+        launch.compose(p, imperative, local)
+
+
+# --------------------------------------------------------------------------
+# resources and failure text
+
+
+def test_missing_gpu_named():
+    nodes = [{"state": "ALIVE", "resources_total": {"CPU": 8.0, "memory": 1e10, "node:127.0.0.1": 1.0}}]
+    need = {"CPU": 1.0, "GPU": 1.0, "accelerator_type:A10G": 0.001}
+    short = launch.missing_resources(need, nodes)
+    assert short == {"GPU": 0.0, "accelerator_type:A10G": 0.0}
+    text = launch._infeasible_text("gpu_app", "LLMServer:x", need, short, nodes)
+    assert "needs GPU:1 (accelerator_type:A10G) but the cluster has GPU:0" in text
+    assert launch.missing_resources({"CPU": 4.0}, nodes) is None
+
+
+def test_missing_accelerator_type_only():
+    nodes = [{"state": "ALIVE", "resources_total": {"CPU": 8.0, "GPU": 4.0, "accelerator_type:L4": 1.0}}]
+    need = {"CPU": 1.0, "GPU": 1.0, "accelerator_type:A10G": 0.001}
+    short = launch.missing_resources(need, nodes)
+    assert short == {"accelerator_type:A10G": 0.0}
+    assert "no node has that accelerator" in launch._infeasible_text("a", "d", need, short, nodes)
+
+
+def test_reason_from_ray_traceback_message():
+    msg = (
+        "The deployment failed to start 3 times in a row. Error:\n\x1b[36mray::ServeReplica\x1b[39m (pid=42, ip=127.0.0.1)\n"
+        '  File "x.py", line 1, in f\n    raise RuntimeError(traceback.format_exc()) from None\n'
+        "RuntimeError: Traceback (most recent call last):\n  File \"y.py\", line 2, in g\n"
+        "OSError: missing-models/tiny-llama is not a local folder and is not a valid model identifier\n"
+    )
+    assert launch.reason_from_message(msg).startswith("OSError: missing-models/tiny-llama is not a local folder")
+    assert launch.reason_from_message("plain message") == "plain message"

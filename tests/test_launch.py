@@ -1,0 +1,352 @@
+"""`llmctl up / status / logs / down` against a real private Ray head and a
+real vLLM engine (CPU build) serving the tiny model.
+
+The tests in this module run in file order and share one deployed app
+(``llm_app``, deployed by the ``tiny_app`` fixture) to keep the suite short:
+a tiny CPU app takes 1–2 minutes to reach RUNNING on a 2-core box. Generated
+text is random: only structure is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.cluster, pytest.mark.engine]
+
+SECRET = "hf_test_not_a_real_token_1234567890"
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+    seconds: float
+
+    def json(self):
+        return json.loads(self.out)
+
+
+def llmctl(*args, timeout: float = 600, env: dict | None = None) -> Run:
+    """The real entry point in a subprocess, stdin not a terminal."""
+    full = dict(os.environ)
+    full.update(env or {})
+    t0 = time.monotonic()
+    p = subprocess.run(
+        [sys.executable, "-m", "llmctl", *map(str, args)],
+        env=full, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    return Run(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
+
+
+def write_app(root: Path, app: str, route: str, llm: dict) -> Path:
+    """A serve file of gen-config's shape: absolute path to model_config/<id>.yaml."""
+    mid = llm["model_loading_config"]["model_id"]
+    (root / "model_config").mkdir(parents=True, exist_ok=True)
+    mc = root / "model_config" / f"{mid}.yaml"
+    mc.write_text(yaml.safe_dump(llm, sort_keys=False))
+    serve = root / f"serve_{app}.yaml"
+    serve.write_text(
+        yaml.safe_dump(
+            {"applications": [{"name": app, "route_prefix": route, "import_path": "ray.serve.llm:build_openai_app",
+                               "args": {"llm_configs": [str(mc)]}}]},
+            sort_keys=False,
+        )
+    )  # fmt: skip
+    return serve
+
+
+def cpu_llm(model_id: str, source: str, **extra) -> dict:
+    cfg = {
+        "model_loading_config": {"model_id": model_id, "model_source": source},
+        "engine_kwargs": {"tensor_parallel_size": 1, "dtype": "float32", "enforce_eager": True,
+                          "max_model_len": 512, "kv_cache_memory_bytes": 67108864},
+        "placement_group_config": {"bundles": [{"CPU": 1}]},
+        "deployment_config": {"autoscaling_config": {"min_replicas": 1, "max_replicas": 1}},
+    }  # fmt: skip
+    cfg.update(extra)
+    return cfg
+
+
+def post(url: str, body: dict, timeout: float = 60) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, r.read()
+
+
+# --------------------------------------------------------------------------
+# an empty cluster
+
+
+def test_status_on_empty_cluster(cluster_home):
+    r = llmctl("status")
+    assert r.code == 0, r.err
+    assert "no applications" in r.out
+    r = llmctl("status", "--json")
+    assert r.code == 0
+    data = r.json()
+    assert data["applications"] == [] and data["all_running"] is True
+    assert data["local_cluster"] is True
+    assert data["dashboard_url"] == cluster_home.dashboard_url
+
+
+def test_status_by_address_matches(cluster_home, monkeypatch):
+    monkeypatch.setenv("LLMCTL_HOME", "/nonexistent-llmctl-home")
+    r = llmctl("status", "--json", "--address", cluster_home.dashboard_url)
+    assert r.code == 0, r.err
+    assert r.json()["dashboard_url"] == cluster_home.dashboard_url
+    r = llmctl("status", "--json", env={"RAY_ADDRESS": cluster_home.dashboard_url})
+    assert r.code == 0, r.err
+
+
+# --------------------------------------------------------------------------
+# a GPU config on a CPU-only cluster: reported, quickly, naming the GPU
+
+
+def test_gpu_config_on_cpu_cluster_fails_fast(cluster_home, tiny_model, tmp_path):
+    llm = {
+        "model_loading_config": {"model_id": "gpu-llama", "model_source": str(tiny_model)},
+        "accelerator_type": "A10G",
+        "engine_kwargs": {"tensor_parallel_size": 1, "max_model_len": 512},
+        "deployment_config": {"autoscaling_config": {"min_replicas": 1, "max_replicas": 1}},
+    }
+    serve = write_app(tmp_path, "gpu_app", "/gpu", llm)
+
+    # --no-wait returns once Ray accepted the config; status shows it not running.
+    r = llmctl("up", serve, "--no-wait")
+    assert r.code == 0, r.err
+    assert "not waiting" in r.out
+    st = llmctl("status", "--json")
+    assert st.code == 1
+    assert [a["name"] for a in st.json()["applications"]] == ["gpu_app"]
+
+    r = llmctl("up", serve, "--timeout", "300")
+    assert r.code == 1, (r.out, r.err)
+    assert "GPU:1" in r.err and "GPU:0" in r.err and "A10G" in r.err, r.err
+    assert "cannot be scheduled" in r.err
+    assert "Traceback" not in r.err
+    assert r.seconds < 60, f"took {r.seconds:.0f}s to report the missing GPU"
+
+    r = llmctl("down", "gpu_app")
+    assert r.code == 0, r.err
+    assert "deleted gpu_app" in r.out
+
+
+# --------------------------------------------------------------------------
+# the tiny model, up to RUNNING, shared by the tests below
+
+
+@pytest.fixture(scope="module")
+def tiny_app(ray_head, tiny_model, tmp_path_factory):
+    """`llmctl up` of gen-config's CPU output for the tiny model, with a token
+    variable in runtime_env; torn down with `llmctl down` by the last test."""
+    out = tmp_path_factory.mktemp("gen")
+    env = {"LLMCTL_HOME": str(ray_head.home)}
+    r = llmctl("gen-config", "--model", tiny_model, "--gpu", "cpu", "--min-replicas", "1", "--max-replicas", "1",
+               "--yes", "--output-dir", out, env=env)  # fmt: skip
+    assert r.code == 0, r.err
+    serve = next(out.glob("serve_*.yaml"))
+    mc = next((out / "model_config").glob("*.yaml"))
+    llm = yaml.safe_load(mc.read_text())
+    assert llm["model_loading_config"]["model_id"] == "tiny-llama"
+    # The token convention: the file names the variable, `up` fills it in.
+    llm["runtime_env"] = {"env_vars": {"HF_TOKEN": "${LLMCTL_TEST_TOKEN}"}}
+    mc.write_text(yaml.safe_dump(llm, sort_keys=False))
+
+    missing = llmctl("up", serve, env={**env, "LLMCTL_TEST_TOKEN": ""})
+    assert missing.code == 2, missing.err
+    assert "LLMCTL_TEST_TOKEN" in missing.err
+    st = llmctl("status", "--json", env=env)
+    assert "llm_app" not in [a["name"] for a in st.json()["applications"]], "deployed although invalid"
+
+    r = llmctl("up", serve, "--timeout", "600", env={**env, "LLMCTL_TEST_TOKEN": SECRET})
+    return {"run": r, "serve": serve}
+
+
+def test_up_reaches_running(tiny_app, cluster_home):
+    r = tiny_app["run"]
+    assert r.code == 0, (r.out, r.err)
+    endpoint = f"{cluster_home.http}/v1"
+    assert "llm_app is RUNNING" in r.out
+    assert f"endpoint: {endpoint}" in r.out
+    assert f"curl {endpoint}/chat/completions" in r.out
+    assert f'OpenAI(base_url="{endpoint}"' in r.out
+    assert "llmctl status" in r.out and "llmctl logs llm_app" in r.out and "llmctl down llm_app" in r.out
+    # plain progress lines (stderr is not a terminal)
+    assert "llm_app DEPLOYING" in r.err and "llm_app RUNNING" in r.err
+    print(f"\nup -> RUNNING: {r.seconds:.1f}s")
+
+
+def test_token_reaches_replica_but_not_disk_or_output(tiny_app, cluster_home):
+    r = tiny_app["run"]
+    assert SECRET not in r.out and SECRET not in r.err
+    assert SECRET not in (cluster_home.home / "cluster.json").read_text()
+    st = llmctl("status", "--json")
+    assert SECRET not in st.out
+    app = st.json()["applications"][0]
+    # the LLMServer replica process got the value in its environment
+    from llmctl.serve_api import ServeClient
+
+    raw = ServeClient(cluster_home.dashboard_url).status()
+    pid = raw["applications"]["llm_app"]["deployments"]["LLMServer:tiny-llama"]["replicas"][0]["pid"]
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    assert f"HF_TOKEN={SECRET}".encode() in environ
+    assert app["name"] == "llm_app"
+
+
+def test_status_json_shows_app(tiny_app, cluster_home):
+    r = llmctl("status", "--json")
+    assert r.code == 0, r.err
+    data = r.json()
+    assert data["all_running"] is True
+    (app,) = data["applications"]
+    assert app["name"] == "llm_app" and app["status"] == "RUNNING"
+    assert app["route_prefix"] == "/"
+    assert app["model_ids"] == ["tiny-llama"]
+    assert app["endpoint"] == f"{cluster_home.http}/v1"
+    deps = {d["name"]: d for d in app["deployments"]}
+    assert set(deps) == {"LLMServer:tiny-llama", "OpenAiIngress"}
+    assert deps["LLMServer:tiny-llama"]["replicas"] == {"RUNNING": 1}
+    assert deps["LLMServer:tiny-llama"]["status"] == "HEALTHY"
+    table = llmctl("status")
+    assert table.code == 0 and "llm_app" in table.out and "RUNNING" in table.out
+
+
+def test_models_endpoint_lists_id(tiny_app, cluster_home):
+    with urllib.request.urlopen(f"{cluster_home.http}/v1/models", timeout=30) as r:
+        assert r.status == 200
+        data = json.loads(r.read())
+    assert "tiny-llama" in [m["id"] for m in data["data"]]
+
+
+def test_chat_completion(tiny_app, cluster_home):
+    t0 = time.monotonic()
+    code, body = post(
+        f"{cluster_home.http}/v1/chat/completions",
+        {"model": "tiny-llama", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 16},
+    )
+    assert code == 200
+    data = json.loads(body)
+    assert data["object"] == "chat.completion"
+    assert data["choices"] and data["choices"][0]["message"]["role"] == "assistant"
+    assert isinstance(data["choices"][0]["message"]["content"], str)
+    assert data["usage"]["completion_tokens"] > 0
+    print(f"\nfirst chat reply: {time.monotonic() - t0:.2f}s")
+
+
+def test_streamed_chat_completion(tiny_app, cluster_home):
+    req = urllib.request.Request(
+        f"{cluster_home.http}/v1/chat/completions",
+        data=json.dumps({"model": "tiny-llama", "messages": [{"role": "user", "content": "Hi"}],
+                         "max_tokens": 8, "stream": True}).encode(),
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(req, timeout=60) as r:
+        assert r.status == 200
+        assert r.headers.get("Content-Type", "").startswith("text/event-stream")
+        events = [ln[len(b"data: ") :] for ln in r.read().splitlines() if ln.startswith(b"data: ")]
+    assert events[-1] == b"[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert chunks and all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert all(c["choices"] for c in chunks)
+    assert any(c["choices"][0]["delta"].get("content") for c in chunks)
+
+
+def test_logs_show_replica_lines(tiny_app, cluster_home):
+    r = llmctl("logs", "llm_app", "--lines", "20")
+    assert r.code == 0, r.err
+    assert "[replica LLMServer:tiny-llama" in r.out
+    assert "[replica OpenAiIngress" in r.out
+    assert "[controller]" in r.out
+    r = llmctl("logs", "no_such_app")
+    assert r.code == 2 and "no_such_app" in r.err
+
+
+def test_logs_follow_ctrl_c_keeps_app(tiny_app, cluster_home):
+    p = subprocess.Popen([sys.executable, "-m", "llmctl", "logs", "llm_app", "--follow", "--lines", "2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)  # fmt: skip
+    time.sleep(4)
+    # a request while following writes new lines (the ingress logs each request)
+    post(f"{cluster_home.http}/v1/chat/completions",
+         {"model": "tiny-llama", "messages": [{"role": "user", "content": "x"}], "max_tokens": 2})  # fmt: skip
+    time.sleep(2)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert "stopped following" in err
+    assert "POST /v1/chat/completions" in out
+    assert llmctl("status").code == 0
+
+
+def test_up_model_path_missing_fails_with_replica_reason(tiny_app, cluster_home, tmp_path):
+    # An absolute path that does not exist never reaches the cluster: validation stops it.
+    gone = write_app(tmp_path / "a", "gone_app", "/gone", cpu_llm("gone", str(tmp_path / "no-such-dir")))
+    r = llmctl("up", gone)
+    assert r.code == 2 and "does not exist" in r.err, r.err
+
+    # A relative path that does not exist looks like a Hugging Face repo id to
+    # validation; the replica finds neither and says so (offline run).
+    llm = cpu_llm("missing", "missing-models/tiny-llama")
+    llm["deployment_config"]["max_constructor_retry_count"] = 1  # fail after one attempt, not three
+    serve = write_app(tmp_path / "b", "bad_app", "/bad", llm)
+    r = llmctl("up", serve, "--timeout", "400")
+    assert r.code == 1, (r.out, r.err)
+    assert "bad_app" in r.err and "DEPLOY_FAILED" in r.err
+    assert "(model_source missing-models/tiny-llama)" in r.err
+    # the reason, from the replica: the exception line Ray reported
+    assert any(re.match(r"^[A-Za-z_.]*(Error|Exception): ", ln) for ln in r.err.splitlines()), r.err
+    assert "last lines of the replica's log" in r.err
+    assert "Traceback (most recent call last)" not in r.err.splitlines()[0]
+    # the good app is untouched
+    st = llmctl("status", "--json").json()
+    states = {a["name"]: a["status"] for a in st["applications"]}
+    assert states == {"llm_app": "RUNNING", "bad_app": "DEPLOY_FAILED"}
+    assert llmctl("status").code == 1
+    r = llmctl("down", "bad_app")
+    assert r.code == 0, r.err
+
+
+def test_down_removes_app(tiny_app, cluster_home):
+    r = llmctl("down", "llm_app")
+    assert r.code == 0, r.err
+    assert "deleted llm_app" in r.out
+    st = llmctl("status", "--json")
+    assert st.code == 0
+    assert st.json()["applications"] == []
+    r = llmctl("down", "llm_app")
+    assert r.code == 2 and "no application named 'llm_app'" in r.err
+
+
+# --------------------------------------------------------------------------
+# no cluster
+
+
+def test_status_without_cluster_exits_3(tmp_path):
+    r = llmctl("status")
+    assert r.code == 3
+    assert "llmctl up" in r.err and "Traceback" not in r.err
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    r = llmctl("status", "--address", f"http://127.0.0.1:{port}")
+    assert r.code == 3
+    assert f"127.0.0.1:{port}" in r.err
+    r = llmctl("logs", "--address", f"http://127.0.0.1:{port}")
+    assert r.code == 3
+    r = llmctl("down", "--address", f"http://127.0.0.1:{port}")
+    assert r.code == 3
