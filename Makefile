@@ -27,3 +27,19 @@ test: setup
 
 clean-venv:
 	rm -rf $(VENV)
+
+## demo: build the tiny model, write its CPU config, `llmctl up`, one chat request, status (leaves it running)
+DEMO_DIR ?= demo
+demo: setup
+	$(VENV)/bin/llmctl tiny-model --force $(DEMO_DIR)/tiny-llama
+	rm -rf $(DEMO_DIR)/model_config $(DEMO_DIR)/serve_*.yaml
+	$(VENV)/bin/llmctl gen-config --model ./$(DEMO_DIR)/tiny-llama --gpu cpu --min-replicas 1 --max-replicas 1 --yes --output-dir ./$(DEMO_DIR)
+	HF_HUB_OFFLINE=1 $(VENV)/bin/llmctl up $(DEMO_DIR)/serve_*.yaml
+	$(PY) -c 'import json, subprocess, sys; from openai import OpenAI; \
+	st = json.loads(subprocess.run([sys.executable, "-m", "llmctl", "status", "--json"], capture_output=True, text=True).stdout); \
+	app = st["applications"][0]; model = app["model_ids"][0]; \
+	print("POST " + app["endpoint"] + "/chat/completions, model " + model); \
+	r = OpenAI(base_url=app["endpoint"], api_key="not-needed").chat.completions.create(model=model, messages=[{"role": "user", "content": "Say hello!"}], max_tokens=24); \
+	print("reply (random weights, so random text):", repr(r.choices[0].message.content))'
+	$(VENV)/bin/llmctl status
+	@echo "The app keeps running. Stop it with: $(VENV)/bin/llmctl down --cluster"

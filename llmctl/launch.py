@@ -657,8 +657,9 @@ def down(
     try:
         target = _cluster.resolve_target(address)
     except ClusterUnreachable:
-        if stop_cluster and _cluster.load_state() is not None:
-            res = _cluster.stop_head()
+        if stop_cluster and local_default:
+            # Nothing answers; stop whatever the state file still names (idempotent).
+            res = _cluster.stop_head() if _cluster.load_state() is not None else None
             yield DownResult([], [], True, res)
             return
         raise

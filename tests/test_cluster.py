@@ -218,3 +218,28 @@ def test_reason_from_ray_traceback_message():
     )
     assert launch.reason_from_message(msg).startswith("OSError: missing-models/tiny-llama is not a local folder")
     assert launch.reason_from_message("plain message") == "plain message"
+
+
+@pytest.mark.cluster
+def test_down_cluster_stops_head_by_pid(llmctl_home):
+    """`llmctl down --cluster` stops a head llmctl started: every process of
+    its session is gone, the state file and the private temp dir removed."""
+    import subprocess
+    import sys
+
+    state = cluster.start_head(num_cpus=1, num_gpus=0)
+    pids = cluster.session_pids(state.pid)
+    assert len(pids) > 5
+    p = subprocess.run([sys.executable, "-m", "llmctl", "down", "--cluster"], capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "stopped the local Ray head" in p.stdout
+    assert cluster.session_pids(state.pid) == []
+    assert not any(Path(f"/proc/{pid}").exists() and cluster._session_id(pid) == state.pid for pid in pids)
+    assert not (llmctl_home / "cluster.json").exists()
+    assert not Path(state.temp_dir).exists()
+    # nothing left to stop: idempotent, exit 0, says so
+    p = subprocess.run([sys.executable, "-m", "llmctl", "down", "--cluster"], capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert "no local Ray head was running" in p.stdout

@@ -102,6 +102,16 @@ def test_status_on_empty_cluster(cluster_home):
     assert data["dashboard_url"] == cluster_home.dashboard_url
 
 
+def test_status_watch_until_ctrl_c(cluster_home):
+    p = subprocess.Popen([sys.executable, "-m", "llmctl", "status", "--watch"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)  # fmt: skip
+    time.sleep(5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert "no applications" in out and "Traceback" not in err
+
+
 def test_status_by_address_matches(cluster_home, monkeypatch):
     monkeypatch.setenv("LLMCTL_HOME", "/nonexistent-llmctl-home")
     r = llmctl("status", "--json", "--address", cluster_home.dashboard_url)

@@ -348,15 +348,17 @@ def down_cmd(
             }
         )
         return
-    if res.removed:
-        out.print(f"deleted {', '.join(res.removed)}", markup=False)
-    elif not res.cluster_stopped:
-        out.print("no applications to delete", markup=False)
     if res.cluster_stopped:
         n = len(res.stop.pids) if res.stop else 0
-        out.print(f"stopped the local Ray head ({n} processes)" if n else "no local Ray head was running", markup=False)
+        apps = f" and its apps ({', '.join(res.removed)})" if res.removed else ""
+        out.print(f"stopped the local Ray head{apps}: {n} processes, none left" if n else "no local Ray head was running", markup=False)
         out.print("next: llmctl up serve_*.yaml starts a new one", markup=False)
-    elif res.remaining:
+        return
+    if res.removed:
+        out.print(f"deleted {', '.join(res.removed)}", markup=False)
+    else:
+        out.print("no applications to delete", markup=False)
+    if res.remaining:
         out.print(f"still running: {', '.join(res.remaining)}; next: llmctl status", markup=False)
     else:
         out.print("next: llmctl up serve_*.yaml · llmctl down --cluster stops the local Ray head", markup=False)
