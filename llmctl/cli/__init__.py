@@ -42,12 +42,11 @@ def _root(
 
 
 # Command modules register themselves on `app` when imported.
-import importlib  # noqa: E402
-import importlib.util  # noqa: E402
-
-for _name in ("models", "gen_config", "validate", "plan", "operate"):
-    if importlib.util.find_spec(f"llmctl.cli.{_name}") is not None:  # TODO: plain imports once all land
-        importlib.import_module(f"llmctl.cli.{_name}")
+from llmctl.cli import models as _models  # noqa: E402,F401
+from llmctl.cli import gen_config as _gen_config  # noqa: E402,F401
+from llmctl.cli import validate as _validate  # noqa: E402,F401
+from llmctl.cli import plan as _plan  # noqa: E402,F401
+from llmctl.cli import operate as _operate  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> int:
