@@ -105,8 +105,9 @@ def _remote_sources(client: ServeClient, app: str | None, status: dict, apps: li
         if node.get("state") != "ALIVE":
             continue
         nid = node["node_id"]
-        listing = client.list_logs(nid)
-        files = [f for group in listing.values() for f in group]
+        files = []
+        for glob in ("*", "serve/*"):  # the listing does not descend into serve/ by itself
+            files += [f for group in client.list_logs(nid, glob=glob).values() for f in group]
         for f in sorted(files):
             base = f.rsplit("/", 1)[-1]
             if base.startswith("controller_") and not base.startswith("controller_build_"):
@@ -253,7 +254,10 @@ def _follow_remote(target: Target, app: str | None, lines: int) -> Iterator[LogL
     for s in srcs:
         threading.Thread(target=pump, args=(s,), daemon=True).start()
     while True:
-        yield q.get()
+        try:
+            yield q.get(timeout=0.5)  # a timeout keeps Ctrl-C responsive
+        except queue.Empty:
+            continue
 
 
 # --------------------------------------------------------------------------
@@ -279,7 +283,7 @@ def replica_log_tail(target: Target, pid: int | None, lines: int = 20, *, app: s
         for node in client.nodes():
             nid = node["node_id"]
             if app and dep_safe:
-                listing = client.list_logs(nid, glob=f"*replica_{_safe(app)}_{dep_safe}_*")
+                listing = client.list_logs(nid, glob=f"serve/replica_{_safe(app)}_{dep_safe}_*")
                 files = sorted(f for group in listing.values() for f in group)
                 if files:
                     text = client.log_file(nid, files[-1], lines=lines // 2)

@@ -134,13 +134,13 @@ class ServeClient:
             return {}
 
     def log_file(self, node_id: str, filename: str, lines: int = 100) -> str:
-        q = urllib.parse.urlencode({"node_id": node_id, "filename": filename, "lines": str(lines)})
+        q = urllib.parse.urlencode({"node_id": node_id, "filename": filename, "lines": str(lines), "filter_ansi_code": "true"})
         _, raw = self._request("GET", "/api/v0/logs/file?" + q)
         return _strip_log_stream(raw)
 
     def log_stream(self, node_id: str, filename: str, lines: int = 100) -> Iterator[str]:
         """Follow one log file (``/api/v0/logs/stream``); yields text chunks."""
-        q = urllib.parse.urlencode({"node_id": node_id, "filename": filename, "lines": str(lines)})
+        q = urllib.parse.urlencode({"node_id": node_id, "filename": filename, "lines": str(lines), "filter_ansi_code": "true"})
         req = urllib.request.Request(self.url + "/api/v0/logs/stream?" + q)
         try:
             resp = urllib.request.urlopen(req, timeout=None)
@@ -155,11 +155,7 @@ class ServeClient:
 
 
 def _strip_log_stream(raw: bytes) -> str:
-    # The log API prefixes each chunk with "1" (ok) or "0" (error).
-    text = raw.decode(errors="replace")
-    if text[:1] in ("0", "1"):
-        text = text[1:]
-    return text
+    return raw.decode(errors="replace")
 
 
 def _error_text(raw: str) -> str:

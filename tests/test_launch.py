@@ -282,6 +282,11 @@ def test_logs_show_replica_lines(tiny_app, cluster_home):
     assert "[controller]" in r.out
     r = llmctl("logs", "no_such_app")
     assert r.code == 2 and "no_such_app" in r.err
+    # the same logs through Ray's log API, as for a remote cluster
+    r = llmctl("logs", "llm_app", "--lines", "5", "--address", cluster_home.dashboard_url,
+               env={"LLMCTL_HOME": "/nonexistent-llmctl-home"})  # fmt: skip
+    assert r.code == 0, r.err
+    assert "[replica LLMServer:tiny-llama" in r.out and "[controller]" in r.out
 
 
 def test_logs_follow_ctrl_c_keeps_app(tiny_app, cluster_home):
