@@ -305,6 +305,30 @@ def test_logs_follow_ctrl_c_keeps_app(tiny_app, cluster_home):
     assert llmctl("status").code == 0
 
 
+def test_up_again_is_idempotent_and_follow_keeps_app(tiny_app, cluster_home):
+    """Re-running `up` on the unchanged file finds it RUNNING at once; --follow
+    tails the logs and Ctrl-C leaves the app running."""
+    env = dict(os.environ, LLMCTL_TEST_TOKEN=SECRET)
+    p = subprocess.Popen([sys.executable, "-m", "llmctl", "up", str(tiny_app["serve"]), "--follow"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)  # fmt: skip
+    t0 = time.monotonic()
+    lines = []
+    for line in p.stdout:  # until the ready message
+        lines.append(line)
+        if line.startswith("next:"):
+            break
+    ready = time.monotonic() - t0
+    time.sleep(3)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert any("llm_app is RUNNING" in ln for ln in lines)
+    assert "following logs" in err and "stopped following" in err
+    assert ready < 60, f"re-up of an unchanged, running app took {ready:.0f}s"
+    assert SECRET not in "".join(lines) + out + err
+    assert llmctl("status").code == 0
+
+
 def test_up_model_path_missing_fails_with_replica_reason(tiny_app, cluster_home, tmp_path):
     # An absolute path that does not exist never reaches the cluster: validation stops it.
     gone = write_app(tmp_path / "a", "gone_app", "/gone", cpu_llm("gone", str(tmp_path / "no-such-dir")))
