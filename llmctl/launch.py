@@ -18,9 +18,11 @@ A model config names the variable, never the value:
 ``runtime_env: {env_vars: {HF_TOKEN: "${HF_TOKEN}"}}``. ``up`` replaces every
 ``${VAR}`` value in ``runtime_env.env_vars`` (the app's and each LLMConfig's)
 with ``os.environ[VAR]`` in the payload it sends, and fails naming the
-variable when it is unset. The value exists only in memory and in the request;
-it is never written to the state file or to llmctl's output (error text coming
-back from Ray is scrubbed of it). Ray itself would expand ``${VAR}`` too, but
+variable when it is unset. llmctl keeps the value in memory and in the request
+only: never in the state file, the config files or its output (error text and
+logs coming back from Ray are scrubbed of it). Ray itself, though, logs
+runtime_env env_vars in plain text on the cluster (runtime_env_agent.log, the
+app build log) — see docs/launch-notes.md. Ray itself would expand ``${VAR}`` too, but
 on the *worker* (``ray._private.utils.update_envs``: ``os.path.expandvars``
 against the node's environment, unset references silently become ""), so a
 cluster whose nodes lack the variable would start the replica with an empty
@@ -50,6 +52,8 @@ from llmctl.serve_api import (
     ServeClient,
     deployed_configs,
     http_base,
+    scrub,
+    secret_values,
     summarize,
     wait_gone,
 )
@@ -176,11 +180,6 @@ def _fill_env(runtime_env, where: str, env, secrets: list[str], used: list[str],
         used.append(var)
 
 
-def scrub(text: str, secrets: list[str]) -> str:
-    for s in secrets:
-        if s and len(s) >= 4:
-            text = text.replace(s, "***")
-    return text
 
 
 # --------------------------------------------------------------------------
@@ -324,7 +323,7 @@ def up(
         note = ""
         failed = [a for a in apps if a.status in TERMINAL_BAD]
         if failed:
-            raise DeployFailed(scrub(_failure_message(failed[0], st, target, prepared.sources), prepared.secrets))
+            raise DeployFailed(scrub(_failure_message(failed[0], st, target, prepared.sources), prepared.secrets + secret_values(st)))
         if len(by_name) == len(prepared.app_names) and all(a.status == "RUNNING" for a in apps):
             yield Progress(time.monotonic() - t0, apps)
             break
@@ -625,7 +624,14 @@ def status(address: str | None = None) -> StatusReport:
     target = _cluster.resolve_target(address)
     client = ServeClient(target.dashboard_url, timeout=5)
     st = client.status()
-    return StatusReport(target.dashboard_url, target.is_local, http_base(st, client.url), summarize(st, client.url))
+    apps = summarize(st, client.url)
+    secrets = secret_values(st)
+    if secrets:  # Ray can echo a config (with its env vars) in an error message
+        for a in apps:
+            a.message = scrub(a.message, secrets)
+            for d in a.deployments:
+                d.message = scrub(d.message, secrets)
+    return StatusReport(target.dashboard_url, target.is_local, http_base(st, client.url), apps)
 
 
 # --------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from typing import Iterator
 
 from llmctl.cluster import Target
 from llmctl.errors import ClusterUnreachable, UsageError
-from llmctl.serve_api import HTTPFailure, ServeClient
+from llmctl.serve_api import HTTPFailure, ServeClient, scrub, secret_values
 
 
 @dataclass(frozen=True)
@@ -123,15 +123,17 @@ def _remote_sources(client: ServeClient, app: str | None, status: dict, apps: li
     return srcs
 
 
-def _sources(target: Target, app: str | None) -> tuple[list[_Src], ServeClient]:
+def _sources(target: Target, app: str | None) -> tuple[list[_Src], ServeClient, list[str]]:
+    """The log files to show, the client, and secret values to scrub from them."""
     client = ServeClient(target.dashboard_url)
     names, status = _app_names(client)
     if app is not None and app not in names:
         raise UsageError(f"no application named {app!r} (apps: {', '.join(names) or 'none'})")
     apps = [app] if app else names
+    secrets = secret_values(status)
     if target.is_local and target.local.session_dir.exists():
-        return _local_sources(target, app, status, apps), client
-    return _remote_sources(client, app, status, apps), client
+        return _local_sources(target, app, status, apps), client, secrets
+    return _remote_sources(client, app, status, apps), client, secrets
 
 
 def _read_tail(path: str, n: int) -> list[str]:
@@ -169,7 +171,7 @@ def _filter(src: _Src, lines: list[str]) -> list[str]:
 
 def tail(target: Target, app: str | None = None, lines: int = 50) -> list[LogLine]:
     """The last ``lines`` lines of each log of the app (all apps if None)."""
-    srcs, client = _sources(target, app)
+    srcs, client, secrets = _sources(target, app)
     out: list[LogLine] = []
     for src in srcs:
         if src.node_id is None:
@@ -179,7 +181,7 @@ def tail(target: Target, app: str | None = None, lines: int = 50) -> list[LogLin
                 raw = client.log_file(src.node_id, src.path, lines=lines * (20 if src.app_filter else 1)).splitlines()
             except HTTPFailure:
                 raw = []
-        out.extend(LogLine(src.label, ln) for ln in _filter(src, raw)[-lines:])
+        out.extend(LogLine(src.label, scrub(ln, secrets)) for ln in _filter(src, raw)[-lines:])
     return out
 
 
@@ -200,7 +202,7 @@ def _follow_local(target: Target, app: str | None, lines: int, poll: float) -> I
         yield ln
     offsets: dict[str, int] = {}
     partial: dict[str, str] = {}
-    srcs, _ = _sources(target, app)
+    srcs, _, secrets = _sources(target, app)
     for s in srcs:
         try:
             offsets[s.path] = Path(s.path).stat().st_size
@@ -210,7 +212,7 @@ def _follow_local(target: Target, app: str | None, lines: int, poll: float) -> I
     while True:
         if time.monotonic() - last_scan > 2.0:
             try:
-                fresh, _ = _sources(target, app)
+                fresh, _, secrets = _sources(target, app)
             except (ClusterUnreachable, UsageError):
                 fresh = srcs
             for s in fresh:
@@ -232,12 +234,12 @@ def _follow_local(target: Target, app: str | None, lines: int, poll: float) -> I
             if parts[-1]:
                 partial[s.path] = parts[-1]
             for ln in _filter(s, parts[:-1]):
-                yield LogLine(s.label, ln)
+                yield LogLine(s.label, scrub(ln, secrets))
         time.sleep(poll)
 
 
 def _follow_remote(target: Target, app: str | None, lines: int) -> Iterator[LogLine]:
-    srcs, client = _sources(target, app)
+    srcs, client, secrets = _sources(target, app)
     q: "queue.Queue[LogLine]" = queue.Queue()
 
     def pump(src: _Src) -> None:
@@ -247,7 +249,7 @@ def _follow_remote(target: Target, app: str | None, lines: int) -> Iterator[LogL
                 buf += chunk
                 *full, buf = buf.split("\n")
                 for ln in _filter(src, full):
-                    q.put(LogLine(src.label, ln))
+                    q.put(LogLine(src.label, scrub(ln, secrets)))
         except Exception:  # noqa: BLE001 - a dead stream ends that source only
             return
 

@@ -17,6 +17,7 @@ rejecting a config -> :class:`DeployFailed` with Ray's own message.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 import urllib.error
@@ -268,6 +269,39 @@ def summarize(status: dict, dashboard_url: str) -> list[AppSummary]:
             )
         )
     return apps
+
+
+_SECRET_KEY = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|ACCESS_?KEY", re.I)
+
+
+def secret_values(status: dict) -> list[str]:
+    """Values of secret-looking runtime_env env_vars in the deployed configs.
+
+    Ray itself writes runtime_env into its logs (runtime_env_agent.log, the
+    app build log); llmctl scrubs these values from everything it shows.
+    """
+    found: list[str] = []
+
+    def take(runtime_env) -> None:
+        env = (runtime_env or {}).get("env_vars") if isinstance(runtime_env, dict) else None
+        for k, v in (env or {}).items():
+            if isinstance(v, str) and len(v) >= 8 and _SECRET_KEY.search(str(k)) and not v.startswith("${"):
+                found.append(v)
+
+    for app in (status.get("applications") or {}).values():
+        cfg = app.get("deployed_app_config") or {}
+        take(cfg.get("runtime_env"))
+        for llm in ((cfg.get("args") or {}).get("llm_configs") or []):
+            if isinstance(llm, dict):
+                take(llm.get("runtime_env"))
+    return sorted(set(found), key=len, reverse=True)
+
+
+def scrub(text: str, secrets: list[str]) -> str:
+    for s in secrets:
+        if s and len(s) >= 4:
+            text = text.replace(s, "***")
+    return text
 
 
 def deployed_configs(status: dict) -> list[dict]:
