@@ -141,6 +141,11 @@ def test_gpu_config_on_cpu_cluster_fails_fast(cluster_home, tiny_model, tmp_path
     st = llmctl("status", "--json")
     assert st.code == 1
     assert [a["name"] for a in st.json()["applications"]] == ["gpu_app"]
+    r = llmctl("up", serve, "--no-wait", "--json")
+    assert r.code == 0, r.err
+    res = r.json()
+    assert res["running"] is False and res["local_cluster"] is True and res["model_ids"] == ["gpu-llama"]
+    assert [a["name"] for a in res["apps"]] == ["gpu_app"]
 
     r = llmctl("up", serve, "--timeout", "300")
     assert r.code == 1, (r.out, r.err)
