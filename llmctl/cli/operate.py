@@ -237,7 +237,12 @@ def _status_table(rep):
                 msgs.append(Text(f"{a.name}: {a.message.splitlines()[0]}", style="yellow"))
             for d in a.deployments:
                 if d.message:
-                    msgs.append(Text(f"{a.name}/{d.name}: {d.message.splitlines()[0]}", style="yellow"))
+                    from llmctl.launch import reason_from_message
+
+                    first = d.message.splitlines()[0]
+                    reason = reason_from_message(d.message, max_lines=2)
+                    text = first if reason == first else f"{first} {reason}"
+                    msgs.append(Text(f"{a.name}/{d.name}: {text}", style="yellow"))
     return Group(head, t, *msgs)
 
 
