@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -67,6 +68,7 @@ def main() -> int:
     finally:
         if started is not None:
             cluster.stop_head(started)
+            shutil.rmtree(env["LLMCTL_HOME"], ignore_errors=True)
     return 0
 
 

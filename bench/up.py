@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -115,6 +116,7 @@ def main() -> int:
             run(llmctl_cmd + ["down", app], env)
     finally:
         cluster.stop_head(head)
+        shutil.rmtree(work, ignore_errors=True)
     a, b = statistics.median(theirs), statistics.median(ours)
     print(f"serve deploy + poll serve status: median {a:.1f}s  (runs: {', '.join(f'{x:.1f}' for x in theirs)})")
     print(f"llmctl up to RUNNING:             median {b:.1f}s  (runs: {', '.join(f'{x:.1f}' for x in ours)})")
