@@ -122,7 +122,7 @@ class Prepared:
     env_vars_used: list[str] = field(default_factory=list)
 
 
-def prepare(serve_path: Path | str, environ: dict[str, str] | None = None) -> Prepared:
+def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, local_node: bool = True) -> Prepared:
     """Validate and load a serve file, inline its model configs, fill ``${VAR}``s.
 
     Raises ValidationFailed (exit 2) if the files are invalid, UsageError if a
@@ -133,7 +133,9 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None) -> Pr
     path = Path(serve_path)
     if not path.is_file():
         raise UsageError(f"{path}: no such file")
-    config = load_deployable(path)
+    # A local model path is checked here only when this machine is the node
+    # that serves it (the local cluster); on a remote cluster it is a warning.
+    config = load_deployable(path, local_node=local_node)
     env = os.environ if environ is None else environ
     secrets: list[str] = []
     used: list[str] = []
@@ -250,7 +252,7 @@ def up(
     num_cpus: int | None = None,
 ) -> Iterator[UpEvent]:
     t0 = time.monotonic()
-    prepared = prepare(serve_path)
+    prepared = prepare(serve_path, local_node=(address or "").strip() in ("", "local", "auto"))
     n_models = sum(len(v) for v in prepared.model_ids.values())
     yield Step(
         f"validated {serve_path}: {len(prepared.app_names)} application(s) "

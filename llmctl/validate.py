@@ -229,7 +229,7 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path) -> Optional[str]:
+def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path, local_node: bool = True) -> Optional[str]:
     """All checks of one LLMConfig mapping. Returns its model_id if readable."""
     from llmctl.hardware import GPUS, by_ray_type
     from llmctl.spec import REMOTE_LORA_SCHEMES, context_limit, tp_problem
@@ -252,10 +252,12 @@ def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path) -> Optional[str]
         if isinstance(source, str) and _looks_local(source):
             p = Path(os.path.expanduser(source))
             p = p if p.is_absolute() else base_dir / p
+            # On a remote cluster the path is looked up on the nodes, not here.
+            sev, where = ("error", "") if local_node else ("warning", " on this machine; every node that runs a replica needs it")
             if not p.exists():
-                sink.add(("model_loading_config", "model_source"), f"local model path '{source}' does not exist")
+                sink.add(("model_loading_config", "model_source"), f"local model path '{source}' does not exist{where}", sev)
             elif not (p / "config.json").is_file():
-                sink.add(("model_loading_config", "model_source"), f"local model directory '{source}' has no config.json")
+                sink.add(("model_loading_config", "model_source"), f"local model directory '{source}' has no config.json{where}", sev)
         if isinstance(source, dict):
             uri = source.get("bucket_uri")
             if not isinstance(uri, str) or not uri.startswith(("s3://", "gs://", "abfss://", "azure://", "pyarrow-")):
@@ -465,7 +467,7 @@ def _ray_llm_config(data: dict, sink: _Sink) -> None:
 # Serve configs
 
 
-def _check_serve_config(doc: _Doc, sink: _Sink, base_dir: Path, results: list[Diagnostic]) -> None:
+def _check_serve_config(doc: _Doc, sink: _Sink, base_dir: Path, results: list[Diagnostic], local_node: bool = True) -> None:
     data = doc.data
     apps = data.get("applications")
     if not isinstance(apps, list) or not apps:
@@ -482,11 +484,12 @@ def _check_serve_config(doc: _Doc, sink: _Sink, base_dir: Path, results: list[Di
                     sink.add(("applications", i, "route_prefix"), f"'{rp}' is already used by application {seen_routes[rp] + 1}")
                 seen_routes[rp] = i
             if app.get("import_path") in SERVE_LLM_IMPORT_PATHS:
-                _check_llm_app(doc, app, i, sink, base_dir, results)
+                _check_llm_app(doc, app, i, sink, base_dir, results, local_node)
     _ray_serve_schema(data, sink)
 
 
-def _check_llm_app(doc: _Doc, app: dict, i: int, sink: _Sink, base_dir: Path, results: list[Diagnostic]) -> None:
+def _check_llm_app(doc: _Doc, app: dict, i: int, sink: _Sink, base_dir: Path, results: list[Diagnostic],
+                   local_node: bool = True) -> None:
     args = app.get("args")
     loc = ("applications", i, "args")
     if not isinstance(args, dict) or "llm_configs" not in args:
@@ -510,12 +513,12 @@ def _check_llm_app(doc: _Doc, app: dict, i: int, sink: _Sink, base_dir: Path, re
                 continue
             if not p.is_absolute():
                 sink.add(eloc, f"relative path: `serve run` resolves it against the directory it is started from, not this file's; `llmctl up` and `llmctl validate` use {base_dir}", "warning")
-            sub = _validate_file(target, results, kind="model")
+            sub = _validate_file(target, results, kind="model", local_node=local_node)
             model_id = sub
             where = str(target)
         elif isinstance(entry, dict):
             inner = _Sink(doc, eloc)
-            model_id = check_llm_config(entry, inner, base_dir=base_dir)
+            model_id = check_llm_config(entry, inner, base_dir=base_dir, local_node=local_node)
             sink.items.extend(inner.items)
         else:
             sink.add(eloc, "must be a path to a model config file or an LLMConfig mapping")
@@ -573,7 +576,7 @@ def _read_doc(path: Path, results: list[Diagnostic]) -> Optional[_Doc]:
     return doc
 
 
-def _validate_file(path: Path, results: list[Diagnostic], kind: Optional[str] = None) -> Optional[str]:
+def _validate_file(path: Path, results: list[Diagnostic], kind: Optional[str] = None, local_node: bool = True) -> Optional[str]:
     doc = _read_doc(path, results)
     if doc is None:
         return None
@@ -584,21 +587,23 @@ def _validate_file(path: Path, results: list[Diagnostic], kind: Optional[str] = 
     if kind == "model" and is_serve:
         sink.add((), "expected a model config (LLMConfig) but this is a serve config")
     elif is_serve:
-        _check_serve_config(doc, sink, base_dir, results)
+        _check_serve_config(doc, sink, base_dir, results, local_node)
     elif "model_loading_config" in doc.data or kind == "model":
-        model_id = check_llm_config(doc.data, sink, base_dir=base_dir)
+        model_id = check_llm_config(doc.data, sink, base_dir=base_dir, local_node=local_node)
     else:
         sink.add((), "neither a serve config (no 'applications') nor a model config (no 'model_loading_config')")
     results.extend(sink.items)
     return model_id
 
 
-def validate_paths(paths: Iterable[Path | str]) -> list[Diagnostic]:
-    """Diagnostics for every file (errors and warnings), in file order."""
+def validate_paths(paths: Iterable[Path | str], *, local_node: bool = True) -> list[Diagnostic]:
+    """Diagnostics for every file (errors and warnings), in file order.
+    ``local_node=False``: the models are served by another machine, so a local
+    model path missing here is only a warning."""
     results: list[Diagnostic] = []
     for p in paths:
         start = len(results)
-        _validate_file(Path(p), results)
+        _validate_file(Path(p), results, local_node=local_node)
         # within one file (and the model files it references), in line order
         results[start:] = sorted(results[start:], key=lambda d: (d.file != str(p), d.file, d.line or 0))
     # A model file reached twice (directly and from a serve config) reports once.
@@ -616,11 +621,11 @@ def errors_only(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
     return [d for d in diags if d.severity == "error"]
 
 
-def load_deployable(serve_path: Path | str) -> dict:
+def load_deployable(serve_path: Path | str, *, local_node: bool = True) -> dict:
     """The serve config as data with each llm_configs file inlined (so it works
     on any cluster, from any directory). Raises ValidationFailed if invalid."""
     serve_path = Path(serve_path)
-    diags = validate_paths([serve_path])
+    diags = validate_paths([serve_path], local_node=local_node)
     errs = errors_only(diags)
     if errs:
         raise ValidationFailed(errs)

@@ -260,3 +260,17 @@ def test_engine_args_list_matches_installed_vllm():
 
     shipped = {ln.strip() for ln in shipped_engine_args_path().read_text().splitlines() if ln.strip() and not ln.startswith("#")}
     assert shipped == {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+
+
+def test_missing_model_path_is_a_warning_for_a_remote_cluster(tmp_path):
+    """A local model path is looked up on the serving nodes: `up --address
+    remote` must not refuse a path that only the cluster has."""
+    from llmctl.validate import errors_only, validate_paths
+
+    f = tmp_path / "m.yaml"
+    f.write_text(_patched("model_source: meta-llama/Llama-3.1-8B-Instruct", "model_source: /models/llama"))
+    (remote,) = validate_paths([f], local_node=False)
+    assert remote.severity == "warning" and str(remote) == (
+        f"{f}:3: model_loading_config.model_source: warning: local model path '/models/llama' does not exist "
+        "on this machine; every node that runs a replica needs it")
+    assert errors_only(validate_paths([f])) and not errors_only([remote])
