@@ -18,8 +18,8 @@ How the head is started
 Ray starts below it (GCS, raylet, dashboard, workers — workers change their
 process group but not their session). Stopping = SIGTERM to that PID, a short
 wait, then SIGKILL to whatever is left in the session, then a check that
-nothing is left. ``ray stop`` is never used: it kills every Ray cluster on the
-machine, including other people's.
+nothing is left. Ray's own ``stop`` command is never used: it kills every Ray cluster on
+the machine, including other people's.
 
 Everything listens on 127.0.0.1 and on ports picked from one free block (never
 Ray's defaults 6379/8265/10001/8000/9000). Ray rewrites ``--node-ip-address
@@ -439,7 +439,7 @@ class StopResult:
 def stop_head(state: ClusterState | None = None, *, timeout: float = 10.0, remove_temp: bool = True) -> StopResult:
     """Stop the head llmctl started: SIGTERM its leader, SIGKILL stragglers.
 
-    Only processes in the leader's session are touched (never ``ray stop``).
+    Only processes in the leader's session are touched (never Ray's ``stop`` command).
     Removes the state file and, by default, the private temp dir.
     """
     t0 = time.monotonic()
