@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from llmctl.errors import CatalogError, ModelNotFound
 from llmctl.paths import data_dir
 
-TASKS = ("chat", "reasoning", "vision", "code")
 # libyaml's loader parses the catalog ~10x faster (`llmctl models` start-up, bench/startup.py).
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 BUCKET_SCHEMES = ("s3://", "gs://", "abfss://", "azure://")
@@ -154,10 +153,6 @@ class ModelProfile(_Strict):
         if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", v):
             raise ValueError("catalog ids use lower-case letters, digits, '.', '_' and '-'")
         return v
-
-    @property
-    def model_source(self) -> str:
-        return self.hf_repo
 
 
 # --------------------------------------------------------------------------

@@ -65,10 +65,6 @@ ALIASES = {
 }
 
 
-def gpu_names() -> list[str]:
-    return list(GPUS)
-
-
 def get_gpu(name: str, *, flag: str = "--gpu") -> GPUType:
     """The GPU type a user named (case-insensitive; a few aliases)."""
     key = name.strip()

@@ -105,15 +105,10 @@ def _validator(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return check
 
 
-def _ask(question) -> Any:
-    value = question.unsafe_ask()
-    return value
-
-
 def ask_text(message: str, parse: Callable[[str], Any], default: str = "", instruction: Optional[str] = None) -> Any:
     import questionary
 
-    raw = _ask(questionary.text(message, default=default, validate=_validator(parse), instruction=instruction))
+    raw = questionary.text(message, default=default, validate=_validator(parse), instruction=instruction).unsafe_ask()
     return parse(raw)
 
 
@@ -125,13 +120,13 @@ def ask_select(message: str, choices: Sequence[tuple[str, Any]], default: Any = 
     kwargs: dict[str, Any] = {}
     if search:
         kwargs.update(use_search_filter=True, use_jk_keys=False)
-    return _ask(questionary.select(message, choices=qchoices, default=dflt, **kwargs))
+    return questionary.select(message, choices=qchoices, default=dflt, **kwargs).unsafe_ask()
 
 
 def ask_confirm(message: str, default: bool) -> bool:
     import questionary
 
-    return bool(_ask(questionary.confirm(message, default=default)))
+    return bool(questionary.confirm(message, default=default).unsafe_ask())
 
 
 # --------------------------------------------------------------------------

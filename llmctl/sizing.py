@@ -20,8 +20,7 @@ the published vLLM figures it is checked against and where it is weakest.
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 from llmctl.catalog import ModelArch

@@ -10,11 +10,11 @@ the flag; the caller (flags or prompt) adds where the answer came from.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Optional
 
 from llmctl.catalog import BUCKET_SCHEMES, ModelArch, ModelProfile
-from llmctl.hardware import GPUS, GPUType
+from llmctl.hardware import GPUType
 
 REMOTE_LORA_SCHEMES = ("s3://", "gs://", "abfss://", "azure://")
 DEFAULT_APP_NAME = "llm_app"
@@ -275,13 +275,6 @@ class DeploymentSpec:
         parse_app_name(self.app_name)
         parse_route_prefix(self.route_prefix)
 
-    def with_models(self, models: list[ModelSpec]) -> "DeploymentSpec":
-        return replace(self, models=tuple(models))
-
 
 def is_bucket(source: str) -> bool:
     return source.startswith(BUCKET_SCHEMES)
-
-
-def gpu_choices() -> list[GPUType]:
-    return list(GPUS.values())

@@ -22,11 +22,9 @@ from typing import Any, Iterable, Optional
 import yaml
 
 from llmctl.errors import ValidationFailed
-from llmctl.paths import data_dir
 
 SERVE_LLM_IMPORT_PATHS = ("ray.serve.llm:build_openai_app", "ray.serve.llm.build_openai_app")
 HF_TOKEN_PATTERN = re.compile(r"^hf_[A-Za-z0-9]{20,}$")
-_ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 
 # Keys Ray Serve LLM sets itself or accepts in engine_kwargs beyond vLLM's
 # EngineArgs (Ray passes engine_kwargs to vLLM; `model` and
@@ -658,22 +656,11 @@ def _absolutize_source(cfg: dict, base_dir: Path) -> None:
         mlc["model_source"] = str((base_dir / src).resolve())
 
 
-def env_refs(cfg: dict) -> dict[str, str]:
-    """runtime_env.env_vars entries whose value is a ${VAR} reference: {key: VAR}."""
-    out = {}
-    env = ((cfg.get("runtime_env") or {}).get("env_vars") or {})
-    for k, v in env.items():
-        m = _ENV_REF.match(v) if isinstance(v, str) else None
-        if m:
-            out[k] = m.group(1)
-    return out
-
-
 def shipped_engine_args_path() -> Path:
     return Path(__file__).parent / "vllm_engine_args.txt"
 
 
-__all__ = ["Diagnostic", "validate_paths", "load_deployable", "errors_only", "env_refs", "data_dir"]
+__all__ = ["Diagnostic", "validate_paths", "validate_rendered", "load_deployable", "errors_only"]
 
 
 def validate_rendered(docs: Iterable[tuple[str, str, str]]) -> list[Diagnostic]:

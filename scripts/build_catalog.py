@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from llmctl.catalog import ModelProfile  # noqa: E402
-from llmctl.facts import FACT_FIELDS, arch_dict_from_facts, family_of, model_id_of, task_of  # noqa: E402
+from llmctl.facts import arch_dict_from_facts, family_of, model_id_of, task_of  # noqa: E402
 
 FACTS = ROOT / "tests" / "data" / "reference_model_facts.yaml"
 OUT = ROOT / "model_catalog"

@@ -3,11 +3,8 @@ traceback, no file written. Flags and files, in one table each."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 

@@ -8,7 +8,6 @@ stderr is a terminal, plain lines otherwise; results go to stdout.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -17,7 +16,7 @@ import typer
 from typing_extensions import Annotated
 
 from llmctl.cli import app
-from llmctl.cli.console import err, out, print_json, warn
+from llmctl.cli.console import err, out, print_json
 from llmctl.cli.options import AddressOpt, JsonOpt
 from llmctl.errors import EXIT_FAILED, EXIT_OK, OutputExists, UsageError
 
