@@ -43,7 +43,6 @@ class Flags:
     route_prefix: Optional[str] = None
     http_host: Optional[str] = None
     http_port: Optional[int] = None
-    force: bool = False
 
 
 def per_model(values: list[str], flag: str, n: int, i: int) -> Optional[str]:
@@ -202,8 +201,7 @@ def advised_tp(options: list[TPOption]) -> int:
     return options[0].tp if options else 1
 
 
-def collect_model(session: Session, flags: Flags, i: int, n: int, *, first_answer: Optional[str] = None,
-                  taken_ids: set[str]) -> S.ModelSpec:
+def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: set[str]) -> S.ModelSpec:
     """All answers for model number i (0-based) of n."""
     catalog = load_catalog()
     pm = lambda values, flag: per_model(values, flag, n, i)  # noqa: E731
@@ -216,7 +214,7 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, first_answe
 
     model_flag = flags.models[i] if i < len(flags.models) else None
     profile: ModelProfile = session.answer(
-        model_flag if model_flag is not None else first_answer, flag="--model", label="model",
+        model_flag, flag="--model", label="model",
         parse=_parse_model, ask=ask_model,
     )
     default_id = profile.id

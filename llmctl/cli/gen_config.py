@@ -54,7 +54,7 @@ def gen_config_cmd(
         min_replicas=min_replicas or [], max_replicas=max_replicas or [], max_model_lens=max_model_len or [],
         lora_paths=lora_path or [], max_lora_adapters=max_lora_adapters or [], max_lora_ranks=max_lora_rank or [],
         hf_token_envs=hf_token_env or [], fast_download=fast_download, gpu_memory_utilization=gpu_memory_utilization,
-        app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port, force=force,
+        app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port,
     )
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     if len(flags.model_ids) > 1 and len(flags.model_ids) != len(flags.models):
