@@ -176,19 +176,10 @@ def tp_options(profile: ModelProfile, gpu: GPUType, *, pp: int, max_model_len: O
 def fit_plan(profile: ModelProfile, gpu: GPUType, *, tp: int, pp: int = 1, max_model_len: Optional[int] = None,
              gpu_memory_utilization: Optional[float] = None):
     """llmctl.sizing's plan for the choice, or None when it cannot be computed."""
-    if profile.architecture is None or gpu.is_cpu:
-        return None
-    try:
-        from llmctl import sizing
-    except ImportError:
-        return None
-    try:
-        return sizing.plan(
-            profile.architecture, gpu_memory_bytes=gpu.memory_bytes, tp=tp, pp=pp, max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization or 0.9,
-        )
-    except (ValueError, TypeError):
-        return None
+    from llmctl import sizing
+
+    return sizing.plan_for_gpu(profile.architecture, gpu, tp=tp, pp=pp, max_model_len=max_model_len,
+                               gpu_memory_utilization=gpu_memory_utilization)
 
 
 def advised_tp(options: list[TPOption]) -> int:

@@ -1004,3 +1004,29 @@ def advise_tp(
         if p.max_concurrency >= min_concurrency:
             return t, p
     return None
+
+
+def plan_for_gpu(
+    arch: Optional[ModelArch],
+    gpu: Any,
+    *,
+    tp: int,
+    pp: int = 1,
+    max_model_len: Optional[int] = None,
+    gpu_memory_utilization: Optional[float] = None,
+    dtype: str = "auto",
+    kv_cache_dtype: str = "auto",
+) -> Optional[Plan]:
+    """:func:`plan` for a GPU type of llmctl.hardware, or None when it cannot be
+    computed (architecture unknown, CPU, unknown memory, values sizing rejects).
+    The one place gen-config and validate ask whether a choice fits."""
+    if arch is None or gpu.is_cpu or not gpu.memory_gib:
+        return None
+    try:
+        return plan(
+            arch, gpu_memory_bytes=gpu.memory_bytes, tp=tp, pp=pp, max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
+            dtype=dtype, kv_cache_dtype=kv_cache_dtype,
+        )
+    except (ValueError, TypeError):
+        return None

@@ -404,22 +404,17 @@ def _check_autoscaling(asc: Any, sink: _Sink) -> None:
 
 def _check_fit(arch, gpu, ek: dict, tp: int, pp: int, mml: Optional[int], sink: _Sink) -> None:
     """Does the model fit on the GPU at this TP (llmctl.sizing), before launch."""
-    if arch is None or gpu is None or gpu.is_cpu or not gpu.memory_gib or any(
+    from llmctl import sizing
+
+    if gpu is None or any(
         sink.has(("engine_kwargs", k)) for k in ("tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "dtype", "gpu_memory_utilization")
     ):
         return
-    try:
-        from llmctl import sizing
-    except ImportError:
-        return
-    util = ek.get("gpu_memory_utilization", 0.9)
-    try:
-        plan = sizing.plan(
-            arch, gpu_memory_bytes=gpu.memory_bytes, tp=tp, pp=pp, max_model_len=mml,
-            gpu_memory_utilization=util, dtype=str(ek.get("dtype", "auto")),
-            kv_cache_dtype=str(ek.get("kv_cache_dtype", "auto")),
-        )
-    except (ValueError, TypeError):
+    plan = sizing.plan_for_gpu(
+        arch, gpu, tp=tp, pp=pp, max_model_len=mml, gpu_memory_utilization=ek.get("gpu_memory_utilization"),
+        dtype=str(ek.get("dtype", "auto")), kv_cache_dtype=str(ek.get("kv_cache_dtype", "auto")),
+    )
+    if plan is None:
         return
     if plan.verdict == "does_not_fit":
         sink.add(("engine_kwargs", "tensor_parallel_size"), f"does not fit on {gpu.name} at TP {tp}: {plan.reason}")
