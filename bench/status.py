@@ -40,7 +40,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=7)
     args = ap.parse_args()
 
-    from llmctl import cluster
+    from llmctl.launch import cluster
 
     env = dict(os.environ)
     env.pop("RAY_ADDRESS", None)

@@ -74,7 +74,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
 
-    from llmctl import cluster
+    from llmctl.launch import cluster
     from llmctl.tinymodel import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="llmctl-bench-up-"))

@@ -1,3 +1,51 @@
-"""llmctl: take an open LLM to a running, autoscaled OpenAI-compatible endpoint on Ray Serve."""
+"""llmctl: take an open LLM to a running, autoscaled OpenAI-compatible endpoint on Ray Serve.
+
+The Python API is the core the CLI itself calls (nothing here prints):
+
+- :func:`generate` — configs from answers, as ``llmctl gen-config --yes``
+  (returns the spec, the documents and, when written, their paths);
+- :func:`validate_files` — diagnostics for serve / model config files, as
+  ``llmctl validate`` (each with a stable ``code``);
+- :func:`plan` — the sizing table, as ``llmctl plan`` (rows, advised TP);
+- :func:`up`, :func:`down` — generators of progress events ending in a
+  result, as ``llmctl up`` / ``llmctl down``; :func:`status` — a report.
+
+Errors are :class:`llmctl.errors.LlmctlError` subclasses carrying the exit
+code the CLI would use. Names are imported on first use, so ``import
+llmctl`` stays light.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_API = {
+    "generate": ("llmctl.genconfig", "generate"),
+    "validate_files": ("llmctl.validate.files", "validate_paths"),
+    "plan": ("llmctl.planner", "plan"),
+    "up": ("llmctl.launch.deploy", "up"),
+    "status": ("llmctl.launch.operate", "status"),
+    "down": ("llmctl.launch.operate", "down"),
+}
+
+__all__ = ["__version__", *_API]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llmctl.genconfig import generate
+    from llmctl.launch.deploy import up
+    from llmctl.launch.operate import down, status
+    from llmctl.planner import plan
+    from llmctl.validate.files import validate_paths as validate_files
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        import importlib
+
+        module, attr = _API[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'llmctl' has no attribute {name!r}")

@@ -21,10 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from llmctl.errors import CatalogError, ModelNotFound
 from llmctl.paths import data_dir
+from llmctl.sources import CLOUD_SCHEMES, is_cloud_uri, is_hf_repo_id, looks_local_path
 
 # libyaml's loader parses the catalog ~10x faster (`llmctl models` start-up, bench/startup.py).
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-BUCKET_SCHEMES = ("s3://", "gs://", "abfss://", "azure://")
+BUCKET_SCHEMES = CLOUD_SCHEMES  # kept for callers of the old name
 
 
 class _Strict(BaseModel):
@@ -106,6 +107,26 @@ class ModelArch(_Strict):
     @property
     def full_attention_layers(self) -> int:
         return self.num_hidden_layers - self.sliding_window_layers
+
+    @property
+    def context_limit(self) -> Optional[int]:
+        """The longest max_model_len vLLM accepts for the model without
+        VLLM_ALLOW_LONG_MAX_MODEL_LEN (vLLM's _get_and_verify_max_len: the rope
+        factor extends max_position_embeddings except for llama3/longrope/su/
+        mrope scaling, which already bake it into max_position_embeddings; yarn
+        scales the original context). None when unknown."""
+        if self.max_position_embeddings is None:
+            return None
+        limit = self.max_position_embeddings
+        rs = self.rope_scaling or {}
+        kind = rs.get("rope_type") or rs.get("type")
+        if rs and kind not in ("llama3", "longrope", "su", "mrope", "default", None):
+            factor = self.rope_factor
+            if kind == "yarn" and rs.get("original_max_position_embeddings"):
+                limit = max(limit, int(rs["original_max_position_embeddings"] * factor))
+            elif factor > 1:
+                limit = int(limit * factor)
+        return limit
 
     @property
     def rope_factor(self) -> float:
@@ -299,9 +320,6 @@ def load_catalog(directory: Path | None = None) -> dict[str, ModelProfile]:
 # --------------------------------------------------------------------------
 # Resolving what a user typed: catalog id, HF repo, local dir, bucket URI
 
-_HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
 def default_model_id(source: str) -> str:
     """A short served-model id from a repo id, path or bucket URI."""
     base = source.rstrip("/").split("/")[-1] or source
@@ -363,21 +381,21 @@ def resolve_model(name: str, *, catalog: dict[str, ModelProfile] | None = None, 
     by_repo = {p.hf_repo.lower(): p for p in catalog.values()}
     if name.lower() in by_repo:
         return by_repo[name.lower()]
-    if name.startswith(BUCKET_SCHEMES):
+    if is_cloud_uri(name):
         return ModelProfile.model_construct(
             id=default_model_id(name), hf_repo=name, family="unknown", task="chat", gated=False,
             license=None, architecture=None, parameters=None, recommended={}, sources=[], reliability=None,
             unknown=["architecture"], notes="weights in a cloud bucket: architecture not read", origin="bucket",
         )
     p = Path(os.path.expanduser(name))
-    if p.is_dir() or name.startswith((".", "/", "~")):
+    if p.is_dir() or looks_local_path(name):
         cfg_path = p / "config.json"
         if not p.is_dir():
             raise ModelNotFound(f"{name}: no such directory")
         if not cfg_path.is_file():
             raise ModelNotFound(f"{name}: directory has no config.json")
         return _profile_from_config(_read_config_json(cfg_path), source=str(p.resolve()), origin="local", where=str(cfg_path))
-    if _HF_REPO.match(name) and allow_remote:
+    if is_hf_repo_id(name) and allow_remote:
         cfg = fetch_hf_config(name)
         return _profile_from_config(cfg, source=name, origin="hf", where=f"hf://{name}/config.json")
     close = suggest(name, catalog)
@@ -386,6 +404,36 @@ def resolve_model(name: str, *, catalog: dict[str, ModelProfile] | None = None, 
         f"unknown model '{name}'{hint}: use a catalog id (`llmctl models`), an HF repo id (org/name), "
         "a local directory with config.json, or s3://… / gs://…"
     )
+
+
+def known_profile(source: str, base_dir: Path) -> Optional[ModelProfile]:
+    """The profile of a ``model_source`` that llmctl can know offline: a
+    catalog repo, a local directory with config.json (relative paths against
+    ``base_dir``), or an HF repo whose config.json is in the local cache.
+
+    None when it cannot be known here (a bucket, an uncached repo, a missing
+    directory: other checks report those); raises ModelNotFound when a
+    config.json exists but cannot be read or does not describe a model."""
+    if not isinstance(source, str):
+        return None
+    for prof in load_catalog().values():
+        if prof.hf_repo.lower() == source.lower():
+            return prof
+    p = Path(os.path.expanduser(source))
+    if not p.is_absolute() and (looks_local_path(source) or (base_dir / source).is_dir()):
+        p = base_dir / p
+    if p.is_dir() and (p / "config.json").is_file():
+        cfg = p / "config.json"
+        return _profile_from_config(_read_config_json(cfg), source=str(p), origin="local", where=str(cfg))
+    if is_hf_repo_id(source):
+        try:
+            from huggingface_hub import try_to_load_from_cache
+        except ImportError:  # pragma: no cover - a declared dependency
+            return None
+        cached = try_to_load_from_cache(source, "config.json")
+        if isinstance(cached, str):
+            return _profile_from_config(_read_config_json(Path(cached)), source=source, origin="hf", where=cached)
+    return None
 
 
 def fetch_hf_config(repo: str) -> dict:

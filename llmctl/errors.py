@@ -72,6 +72,13 @@ class ClusterUnreachable(LlmctlError):
     exit_code = EXIT_NO_CLUSTER
 
 
+class RequestTimeout(LlmctlError):
+    """A cluster took the connection but did not answer in time (exit 1):
+    reachable, so not exit 3, and a deploy request may still be applied."""
+
+    exit_code = EXIT_FAILED
+
+
 class DeployFailed(LlmctlError):
     """The app was deployed but failed, was unhealthy or timed out (exit 1)."""
 

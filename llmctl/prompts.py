@@ -9,9 +9,11 @@ the flag (exit 2 at once, never a wait for input).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
+from llmctl import sizing
 from llmctl import spec as S
 from llmctl.catalog import ModelProfile, load_catalog, resolve_model
 from llmctl.errors import LlmctlError, MissingAnswerError, UsageError
@@ -63,6 +65,15 @@ class Session:
         self.interactive = interactive
         self.assume_yes = assume_yes
 
+    def asks(self, flag_value: Any, default: Any = _MISSING, ask: Optional[Callable[[], Any]] = None) -> bool:
+        """Whether :meth:`answer` would prompt for this question."""
+        return flag_value is None and self.interactive and ask is not None and not (self.assume_yes and default is not _MISSING)
+
+    @staticmethod
+    def parse_flag(flag_value: Any, *, flag: str, parse: Callable[[Any], Any]) -> Any:
+        """A flag's parsed value (None when not given); bad values name the flag."""
+        return S.parse_flag(flag_value, flag=flag, parse=parse)
+
     def answer(
         self,
         flag_value: Any,
@@ -74,12 +85,7 @@ class Session:
         ask: Optional[Callable[[], Any]] = None,
     ) -> Any:
         if flag_value is not None:
-            try:
-                return parse(flag_value)
-            except ValueError as e:
-                raise UsageError(f"{flag}: {e}") from None
-            except LlmctlError as e:
-                raise UsageError(f"{flag}: {e.message}") from None
+            return S.parse_flag(flag_value, flag=flag, parse=parse)
         if self.interactive and ask is not None and not (self.assume_yes and default is not _MISSING):
             return ask()
         if default is not _MISSING and (self.assume_yes or ask is None):
@@ -154,13 +160,12 @@ class TPOption:
     plan: Any = None
 
 
-def tp_options(profile: ModelProfile, gpu: GPUType, *, pp: int, max_model_len: Optional[int],
-               gpu_memory_utilization: Optional[float]) -> list[TPOption]:
-    """Valid TP sizes with the sizing verdict for each (when sizing can tell)."""
+def tp_options(profile: ModelProfile, gpu: GPUType, *, pp: int, max_model_len: Optional[int], **sizing_kw: Any) -> list[TPOption]:
+    """Valid TP sizes with the sizing verdict for each at ``max_model_len``."""
     arch = profile.architecture
     opts = []
     for tp in S.valid_tp_sizes(arch, gpu, pp):
-        plan = fit_plan(profile, gpu, tp=tp, pp=pp, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization)
+        plan = sizing.plan_for_gpu(arch, gpu, tp=tp, pp=pp, max_model_len=max_model_len, **sizing_kw)
         if plan is None:
             opts.append(TPOption(tp, f"TP {tp}", None))
             continue
@@ -173,23 +178,12 @@ def tp_options(profile: ModelProfile, gpu: GPUType, *, pp: int, max_model_len: O
     return opts
 
 
-def fit_plan(profile: ModelProfile, gpu: GPUType, *, tp: int, pp: int = 1, max_model_len: Optional[int] = None,
-             gpu_memory_utilization: Optional[float] = None):
-    """llmctl.sizing's plan for the choice, or None when it cannot be computed."""
-    from llmctl import sizing
-
-    return sizing.plan_for_gpu(profile.architecture, gpu, tp=tp, pp=pp, max_model_len=max_model_len,
-                               gpu_memory_utilization=gpu_memory_utilization)
-
-
-def advised_tp(options: list[TPOption]) -> int:
-    for o in options:
-        if o.fits == "fits":
-            return o.tp
-    for o in options:
-        if o.fits == "tight":
-            return o.tp
-    return options[0].tp if options else 1
+def _sizing_kw(flags: Flags, gpu: GPUType) -> dict[str, Any]:
+    """What the fit arithmetic needs beyond TP / PP / length."""
+    if flags.gpu_memory_utilization is not None and gpu.is_cpu:
+        raise UsageError("--gpu-memory-utilization: does not apply to --gpu cpu (vLLM's CPU build sizes its KV cache "
+                         "with kv_cache_memory_bytes, which llmctl sets)")
+    return {"gpu_memory_utilization": flags.gpu_memory_utilization}
 
 
 def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: set[str]) -> S.ModelSpec:
@@ -219,35 +213,13 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
     )
 
     gpu: GPUType = _ask_gpu(session, flags, pm, profile)
-
+    arch = profile.architecture
+    sz = _sizing_kw(flags, gpu)
     pp = session.answer(
         pm(flags.pps, "--pp"), flag="--pp", label="pipeline-parallel size",
-        parse=lambda v: S.parse_int(v, what="pipeline-parallel size", minimum=1), default=1,
+        parse=lambda v: S.parse_pp(v, arch=arch), default=1,
     )
-
-    rec = profile.recommended.get(gpu.name)
-    mml_default = rec.max_model_len if rec else (S.CPU_DEFAULT_MAX_MODEL_LEN if gpu.is_cpu else None)
-    arch = profile.architecture
-    parse_mml = lambda v: S.parse_max_model_len(v, arch=arch)  # noqa: E731
-    # max_model_len before TP: the TP verdicts depend on it.
-    max_model_len = session.answer(
-        pm(flags.max_model_lens, "--max-model-len"), flag="--max-model-len", label="max_model_len",
-        parse=parse_mml, default=mml_default,
-        ask=lambda: ask_text(
-            "max_model_len (tokens; empty = the model's full context):", parse_mml,
-            default="" if mml_default is None else str(mml_default),
-        ),
-    )
-
-    options = tp_options(profile, gpu, pp=pp, max_model_len=max_model_len, gpu_memory_utilization=flags.gpu_memory_utilization)
-    if not options:
-        raise UsageError(f"--gpu: no tensor-parallel size of {profile.id} works on {gpu.name}: {S.tp_problem(arch, 1, pp, gpu) or 'no valid TP'}")
-    tp_default = advised_tp(options)
-    tp = session.answer(
-        pm(flags.tps, "--tp"), flag="--tp", label="tensor-parallel size",
-        parse=lambda v: S.parse_tp(v, arch=arch, gpu=gpu, pp=pp), default=tp_default,
-        ask=lambda: ask_select("Tensor-parallel size (GPUs per replica):", [(o.label, o.tp) for o in options], default=tp_default),
-    )
+    tp, max_model_len, choice = _ask_tp_and_length(session, flags, pm, profile, gpu, pp, sz)
 
     min_r = session.answer(
         pm(flags.min_replicas, "--min-replicas"), flag="--min-replicas", label="minimum replicas",
@@ -261,26 +233,7 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
         ask=lambda: ask_text("Maximum replicas (autoscaling):", lambda v: _parse_max_replicas(v, min_r), default=str(max_default)),
     )
 
-    lora_flag = pm(flags.lora_paths, "--lora-path")
-    lora_path = session.answer(
-        lora_flag, flag="--lora-path", label="LoRA path", parse=S.parse_lora_path, default=None,
-        ask=lambda: (ask_text("LoRA adapters path (s3://… or gs://…):", S.parse_lora_path)
-                     if ask_confirm("Serve LoRA adapters from cloud storage?", False) else None),
-    )
-    max_adapters, max_rank = S.DEFAULT_LORA_ADAPTERS, None
-    if lora_path:
-        parse_n = lambda v: S.parse_int(v, what="max LoRA adapters per replica", minimum=1)  # noqa: E731
-        max_adapters = session.answer(
-            pm(flags.max_lora_adapters, "--max-lora-adapters"), flag="--max-lora-adapters",
-            label="max LoRA adapters per replica", parse=parse_n, default=S.DEFAULT_LORA_ADAPTERS,
-            ask=lambda: ask_text("Max LoRA adapters per replica:", parse_n, default=str(S.DEFAULT_LORA_ADAPTERS)),
-        )
-        rank_flag = pm(flags.max_lora_ranks, "--max-lora-rank")
-        if rank_flag is not None:
-            max_rank = session.answer(rank_flag, flag="--max-lora-rank", label="max LoRA rank",
-                                      parse=lambda v: S.parse_int(v, what="max LoRA rank", minimum=1))
-    elif pm(flags.max_lora_adapters, "--max-lora-adapters") is not None:
-        raise UsageError("--max-lora-adapters: needs --lora-path")
+    lora_path, max_adapters, max_rank = _ask_lora(session, flags, pm)
 
     token_flag = pm(flags.hf_token_envs, "--hf-token-env")
     hf_token_env = None
@@ -303,12 +256,76 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
         profile=profile, model_id=model_id, gpu=gpu, tp=tp, pp=pp, min_replicas=min_r, max_replicas=max_r,
         max_model_len=max_model_len, lora_path=lora_path, max_lora_adapters=max_adapters, max_lora_rank=max_rank,
         hf_token_env=hf_token_env, fast_download=bool(fast), gpu_memory_utilization=flags.gpu_memory_utilization,
+        choice=choice,
     )
     try:
         spec.check()
     except ValueError as e:
         raise UsageError(str(e)) from None
     return spec
+
+
+def _ask_tp_and_length(session: Session, flags: Flags, pm, profile: ModelProfile, gpu: GPUType, pp: int,
+                       sz: dict[str, Any]) -> tuple[int, Optional[int], sizing.Choice]:
+    """TP, then max_model_len: what the user set (a flag, or an answer at the
+    prompt) is kept; the rest is llmctl.sizing.choose's — the one rule."""
+    arch = profile.architecture
+    tp_flag, len_flag = pm(flags.tps, "--tp"), pm(flags.max_model_lens, "--max-model-len")
+    parse_tp = lambda v: S.parse_tp(v, arch=arch, gpu=gpu, pp=pp)  # noqa: E731
+    parse_len = lambda v: S.parse_max_model_len(v, arch=arch)  # noqa: E731
+    tp_fixed = session.parse_flag(tp_flag, flag="--tp", parse=parse_tp)
+    len_fixed = session.parse_flag(len_flag, flag="--max-model-len", parse=parse_len)
+    first = sizing.choose(arch, gpu, tp=tp_fixed, pp=pp, max_model_len=len_fixed, **sz)
+
+    def ask_tp():
+        options = tp_options(profile, gpu, pp=pp, max_model_len=first.max_model_len, **sz)
+        if not options:
+            raise UsageError(f"--gpu: no tensor-parallel size of {profile.id} works on {gpu.name}: "
+                             f"{S.tp_problem(arch, 1, pp, gpu) or 'no valid TP'}")
+        return ask_select("Tensor-parallel size (GPUs per replica):", [(o.label, o.tp) for o in options], default=first.tp)
+
+    asked_tp = session.asks(tp_flag, first.tp, ask_tp)
+    tp = session.answer(tp_flag, flag="--tp", label="tensor-parallel size", parse=parse_tp, default=first.tp, ask=ask_tp)
+    tp_set = tp_fixed is not None or asked_tp  # a TP picked at the prompt is the user's
+    after_tp = first if tp == first.tp else sizing.choose(arch, gpu, tp=tp, pp=pp, max_model_len=len_fixed, **sz)
+    len_default = after_tp.max_model_len
+
+    def ask_len():
+        shown = "" if len_default is None else str(len_default)
+        why = next((r for r in after_tp.reasons if r.startswith("max_model_len")), "")
+        return ask_text("max_model_len (tokens; 8192 or 8k):", parse_len, default=shown,
+                        instruction=f"({why})" if why else None)
+
+    mml = session.answer(len_flag, flag="--max-model-len", label="max_model_len", parse=parse_len, default=len_default, ask=ask_len)
+    if mml is None:
+        mml = len_default
+    len_set = len_fixed is not None or mml != len_default
+    final = sizing.choose(arch, gpu, tp=tp if tp_set else None, pp=pp, max_model_len=mml if len_set else None, **sz)
+    return final.tp, final.max_model_len, final
+
+
+def _ask_lora(session: Session, flags: Flags, pm) -> tuple[Optional[str], int, Optional[int]]:
+    lora_flag = pm(flags.lora_paths, "--lora-path")
+    lora_path = session.answer(
+        lora_flag, flag="--lora-path", label="LoRA path", parse=S.parse_lora_path, default=None,
+        ask=lambda: (ask_text("LoRA adapters path (s3://… or gs://…):", S.parse_lora_path)
+                     if ask_confirm("Serve LoRA adapters from cloud storage?", False) else None),
+    )
+    max_adapters, max_rank = S.DEFAULT_LORA_ADAPTERS, None
+    if not lora_path:
+        for values, flag in ((flags.max_lora_adapters, "--max-lora-adapters"), (flags.max_lora_ranks, "--max-lora-rank")):
+            if pm(values, flag) is not None:
+                raise UsageError(f"{flag}: needs --lora-path (LoRA settings apply only when adapters are served)")
+        return None, max_adapters, None
+    parse_n = lambda v: S.parse_int(v, what="max LoRA adapters per replica", minimum=1)  # noqa: E731
+    max_adapters = session.answer(
+        pm(flags.max_lora_adapters, "--max-lora-adapters"), flag="--max-lora-adapters",
+        label="max LoRA adapters per replica", parse=parse_n, default=S.DEFAULT_LORA_ADAPTERS,
+        ask=lambda: ask_text("Max LoRA adapters per replica:", parse_n, default=str(S.DEFAULT_LORA_ADAPTERS)),
+    )
+    rank_flag = pm(flags.max_lora_ranks, "--max-lora-rank")
+    max_rank = session.parse_flag(rank_flag, flag="--max-lora-rank", parse=lambda v: S.parse_int(v, what="max LoRA rank", minimum=1))
+    return lora_path, max_adapters, max_rank
 
 
 def _recommended_gpu(profile: ModelProfile) -> Optional[str]:
@@ -341,6 +358,8 @@ def _parse_max_replicas(v: Any, min_r: int) -> int:
 
 def collect(session: Session, flags: Flags) -> S.DeploymentSpec:
     """Every answer of a gen-config run, as one checked DeploymentSpec."""
+    flags = dataclasses.replace(flags, gpu_memory_utilization=S.parse_flag(
+        flags.gpu_memory_utilization, flag="--gpu-memory-utilization", parse=S.parse_gpu_memory_utilization))
     n = max(len(flags.models), 1)
     models: list[S.ModelSpec] = []
     taken: set[str] = set()

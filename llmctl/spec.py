@@ -13,27 +13,39 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from llmctl.catalog import BUCKET_SCHEMES, ModelArch, ModelProfile
-from llmctl.hardware import GPUType
+from llmctl import sizing
+from llmctl.catalog import ModelArch, ModelProfile
+from llmctl.sources import CLOUD_SCHEMES, is_cloud_uri, is_env_name, looks_like_hf_token
+from llmctl.hardware import CPU_DEFAULT_MAX_MODEL_LEN, CPU_DTYPE, CPU_MIN_KV_CACHE_BYTES, GPUType  # noqa: F401 (re-exported)
 
-REMOTE_LORA_SCHEMES = ("s3://", "gs://", "abfss://", "azure://")
+REMOTE_LORA_SCHEMES = CLOUD_SCHEMES
 DEFAULT_APP_NAME = "llm_app"
 DEFAULT_ROUTE_PREFIX = "/"
 DEFAULT_TOKEN_ENV = "HF_TOKEN"
 DEFAULT_LORA_ADAPTERS = 16
 
-# vLLM CPU settings measured to work on this machine (DESIGN.md): bfloat16
-# crashed ("Illegal instruction"), float32 works; CUDA graphs do not apply.
-CPU_DTYPE = "float32"
-CPU_DEFAULT_MAX_MODEL_LEN = 512
-CPU_MIN_KV_CACHE_BYTES = 64 * 1024 * 1024
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _APP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 # --------------------------------------------------------------------------
 # Single answers
+
+
+def parse_flag(value, *, flag: str, parse):
+    """A flag's value through its parser (None when not given); a bad value is
+    a UsageError naming the flag: ``--tp: TP 3 does not divide …``. gen-config,
+    plan and the Python API all report bad values through here."""
+    from llmctl.errors import LlmctlError, UsageError
+
+    if value is None:
+        return None
+    try:
+        return parse(value)
+    except ValueError as e:
+        raise UsageError(f"{flag}: {e}") from None
+    except LlmctlError as e:
+        raise UsageError(f"{flag}: {e.message}") from None
 
 
 def parse_int(text: str | int, *, what: str, minimum: int) -> int:
@@ -62,31 +74,12 @@ def parse_gpu(text: str) -> GPUType:
 
 
 def tp_problem(arch: Optional[ModelArch], tp: int, pp: int, gpu: GPUType) -> Optional[str]:
-    """Why a TP size cannot work, or None. Same rule everywhere (flags, prompts,
-    validate): the node's size here, vLLM's model rules in llmctl.sizing."""
-    from llmctl import sizing
-
-    per_node = gpu.gpus_per_node
-    if tp * pp > per_node:
-        where = "a CPU-only replica runs one engine worker" if gpu.is_cpu else f"one {gpu.name} node has at most {per_node} GPUs"
-        return f"TP {tp} x PP {pp} = {tp * pp} workers, but {where}"
-    if arch is None:
-        return None
-    problem = sizing.tp_problem(arch, tp)
-    if problem:
-        return f"{problem} (valid: {', '.join(map(str, valid_tp_sizes(arch, gpu, pp))) or 'none'})"
-    if arch.num_hidden_layers < pp:
-        return f"PP {pp} exceeds the model's {arch.num_hidden_layers} layers"
-    return None
+    """Why a TP size cannot work, or None (llmctl.sizing's one rule)."""
+    return sizing.tp_problem_on_node(arch, gpu, tp, pp)
 
 
 def valid_tp_sizes(arch: Optional[ModelArch], gpu: GPUType, pp: int = 1) -> list[int]:
-    from llmctl import sizing
-
-    limit = gpu.gpus_per_node // max(pp, 1)
-    if arch is None:
-        return [t for t in range(1, limit + 1) if t & (t - 1) == 0]
-    return sizing.valid_tp_sizes(arch, limit)
+    return sizing.tp_sizes_on_node(arch, gpu, pp)
 
 
 def parse_tp(text: str | int, *, arch: Optional[ModelArch], gpu: GPUType, pp: int = 1) -> int:
@@ -97,40 +90,50 @@ def parse_tp(text: str | int, *, arch: Optional[ModelArch], gpu: GPUType, pp: in
     return tp
 
 
+def parse_pp(text: str | int, *, arch: Optional[ModelArch]) -> int:
+    pp = parse_int(text, what="pipeline-parallel size", minimum=1)
+    if arch is not None and pp > arch.num_hidden_layers:
+        raise ValueError(f"PP {pp} exceeds the model's {arch.num_hidden_layers} layers")
+    return pp
+
+
 def parse_replicas(text: str | int, *, what: str, minimum: int) -> int:
     return parse_int(text, what=what, minimum=minimum)
 
 
-def check_replicas(min_replicas: int, max_replicas: int) -> None:
+def replicas_problem(min_replicas: int, max_replicas: int) -> Optional[str]:
+    """The one min/max replicas rule (gen-config and validate)."""
     if min_replicas > max_replicas:
-        raise ValueError(
+        return (
             f"min_replicas ({min_replicas}) must be <= max_replicas ({max_replicas}): "
-            "the autoscaler can never scale below its minimum"
+            "the autoscaler never goes below min_replicas"
         )
+    return None
 
 
-def context_limit(arch: Optional[ModelArch]) -> Optional[int]:
-    """The longest max_model_len vLLM accepts for the model without
-    VLLM_ALLOW_LONG_MAX_MODEL_LEN (vLLM's _get_and_verify_max_len: the rope
-    factor extends max_position_embeddings except for llama3/longrope/su/mrope
-    scaling, which already bake it into max_position_embeddings; yarn scales the
-    original context)."""
-    if arch is None or arch.max_position_embeddings is None:
+def check_replicas(min_replicas: int, max_replicas: int) -> None:
+    problem = replicas_problem(min_replicas, max_replicas)
+    if problem:
+        raise ValueError(problem)
+
+
+def context_problem(arch: Optional[ModelArch], max_model_len: int) -> Optional[str]:
+    """The one context-length rule (gen-config, plan, validate): vLLM refuses a
+    max_model_len beyond the model's context unless VLLM_ALLOW_LONG_MAX_MODEL_LEN."""
+    limit = None if arch is None else arch.context_limit
+    if limit is None or max_model_len <= limit:
         return None
-    limit = arch.max_position_embeddings
     rs = arch.rope_scaling or {}
     kind = rs.get("rope_type") or rs.get("type")
-    if rs and kind not in ("llama3", "longrope", "su", "mrope", "default", None):
-        factor = arch.rope_factor
-        if kind == "yarn" and rs.get("original_max_position_embeddings"):
-            limit = max(limit, int(rs["original_max_position_embeddings"] * factor))
-        elif factor > 1:
-            limit = int(limit * factor)
-    return limit
+    return (
+        f"max_model_len {max_model_len} exceeds the model's context of {limit} tokens "
+        f"(max_position_embeddings {arch.max_position_embeddings}" + (f", rope_scaling {kind}" if rs else "") + ")"
+    )
 
 
 def parse_max_model_len(text: str | int | None, *, arch: Optional[ModelArch]) -> Optional[int]:
-    """An int (``8192``, ``8k``, ``32K``), or empty / ``auto`` for vLLM's default."""
+    """An int (``8192``, ``8k``, ``32K``), or empty / ``auto`` for the default
+    (llmctl.sizing's choice: the longest that fits, up to the default context)."""
     if text is None:
         return None
     if isinstance(text, str):
@@ -143,14 +146,19 @@ def parse_max_model_len(text: str | int | None, *, arch: Optional[ModelArch]) ->
         value = parse_int(text, what="max_model_len", minimum=1)
     if value < 1:
         raise ValueError("max_model_len must be >= 1")
-    limit = context_limit(arch)
-    if limit is not None and value > limit:
-        raise ValueError(
-            f"max_model_len {value} exceeds the model's context of {limit} tokens "
-            f"(max_position_embeddings {arch.max_position_embeddings}"
-            + (f", rope_scaling {arch.rope_scaling.get('rope_type') or arch.rope_scaling.get('type')}" if arch.rope_scaling else "")
-            + ")"
-        )
+    problem = context_problem(arch, value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def parse_gpu_memory_utilization(text: str | float) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"gpu_memory_utilization must be a fraction in (0, 1], got '{text}'") from None
+    if not 0 < value <= 1:
+        raise ValueError(f"gpu_memory_utilization must be a fraction in (0, 1], got {value:g}")
     return value
 
 
@@ -158,7 +166,7 @@ def parse_lora_path(text: Optional[str]) -> Optional[str]:
     if text is None or str(text).strip() == "":
         return None
     s = str(text).strip()
-    if not s.startswith(REMOTE_LORA_SCHEMES):
+    if not is_cloud_uri(s):
         raise ValueError(
             f"LoRA path '{s}' must be a remote URI (s3://, gs://, abfss:// or azure://): "
             "Ray Serve LLM downloads adapters from cloud storage"
@@ -168,9 +176,9 @@ def parse_lora_path(text: Optional[str]) -> Optional[str]:
 
 def parse_env_name(text: str) -> str:
     s = str(text).strip()
-    if s.startswith("hf_") and len(s) > 20:
+    if looks_like_hf_token(s):
         raise ValueError("that looks like a token; give the NAME of the environment variable that holds it (e.g. HF_TOKEN)")
-    if not _ENV_NAME.match(s):
+    if not is_env_name(s):
         raise ValueError(f"'{s}' is not an environment variable name (letters, digits, '_'; not starting with a digit)")
     return s
 
@@ -226,6 +234,13 @@ class ModelSpec:
     hf_token_env: Optional[str] = None
     fast_download: bool = False
     gpu_memory_utilization: Optional[float] = None
+    # llmctl.sizing's choice behind tp / max_model_len: the plan and the reasons
+    # (what was chosen and why), for summaries and the fit policy.
+    choice: Optional[sizing.Choice] = field(default=None, compare=False)
+
+    @property
+    def plan(self) -> Optional[sizing.Plan]:
+        return self.choice.plan if self.choice is not None else None
 
     @property
     def arch(self) -> Optional[ModelArch]:
@@ -237,11 +252,9 @@ class ModelSpec:
 
     @property
     def effective_max_model_len(self) -> Optional[int]:
-        if self.max_model_len is not None:
-            return self.max_model_len
-        if self.gpu.is_cpu:
+        if self.max_model_len is None and self.gpu.is_cpu:
             return CPU_DEFAULT_MAX_MODEL_LEN
-        return None
+        return self.max_model_len
 
     def check(self) -> None:
         """Cross-field checks; raises ValueError naming the field."""
@@ -277,4 +290,4 @@ class DeploymentSpec:
 
 
 def is_bucket(source: str) -> bool:
-    return source.startswith(BUCKET_SCHEMES)
+    return is_cloud_uri(source)

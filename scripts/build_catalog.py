@@ -70,23 +70,11 @@ def add_derived(entry: dict) -> dict:
     return entry
 
 
-# Recommendation policy: the smallest TP on one node at which the model "fits"
-# (sizing's verdict: at least 2 concurrent full-length requests, with the
-# estimate's 15 % margin) at the longest of these context lengths that the
-# model supports; no entry for a GPU where none fits.
-RECOMMENDED_LENGTHS = (32768, 16384, 8192, 4096)
-
-
 def recommend(sizing, arch, gpu):
-    ctx = arch.max_position_embeddings
-    for length in RECOMMENDED_LENGTHS:
-        if ctx is not None and length > ctx:
-            continue
-        hit = sizing.advise_tp(arch, gpu.memory_bytes, gpus_per_node=gpu.gpus_per_node,
-                               max_model_len=length, allow_tight=False)
-        if hit is not None:
-            return hit[0], length
-    return None
+    """(TP, max_model_len) that `llmctl gen-config --gpu <gpu> --yes` picks
+    (llmctl.sizing.choose, the one rule), or None where it does not fit."""
+    c = sizing.choose(arch, gpu)
+    return (c.tp, c.max_model_len) if c.fits and c.max_model_len else None
 
 
 def dump(entry: dict) -> str:

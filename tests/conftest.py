@@ -53,7 +53,7 @@ class RayHead:
 
 @pytest.fixture(scope="session")
 def ray_head(tmp_path_factory) -> RayHead:
-    from llmctl import cluster
+    from llmctl.launch import cluster
 
     home = tmp_path_factory.mktemp("ray-head-home")
     old = os.environ.get("LLMCTL_HOME")

@@ -29,7 +29,7 @@ FLAG_CASES = [
     ("tp-on-cpu", ["-m", "qwen3-0.6b", "--gpu", "cpu", "--tp", "2"],
      "error: --tp: TP 2 x PP 1 = 2 workers, but a CPU-only replica runs one engine worker"),
     ("min-over-max", ["-m", "qwen3-0.6b", "--gpu", "L4", "--min-replicas", "3", "--max-replicas", "2"],
-     "error: --max-replicas: min_replicas (3) must be <= max_replicas (2): the autoscaler can never scale below its minimum"),
+     "error: --max-replicas: min_replicas (3) must be <= max_replicas (2): the autoscaler never goes below min_replicas"),
     ("negative-replicas", ["-m", "qwen3-0.6b", "--gpu", "L4", "--min-replicas", "-1"],
      "error: --min-replicas: min replicas must be >= 0, got -1"),
     ("zero-max-replicas", ["-m", "qwen3-0.6b", "--gpu", "L4", "--max-replicas", "0"],
@@ -45,7 +45,14 @@ FLAG_CASES = [
      "error: --lora-path: LoRA path '/data/lora' must be a remote URI (s3://, gs://, abfss:// or azure://): "
      "Ray Serve LLM downloads adapters from cloud storage"),
     ("lora-adapters-without-path", ["-m", "qwen3-0.6b", "--gpu", "L4", "--max-lora-adapters", "4"],
-     "error: --max-lora-adapters: needs --lora-path"),
+     "error: --max-lora-adapters: needs --lora-path (LoRA settings apply only when adapters are served)"),
+    ("lora-rank-without-path", ["-m", "qwen3-0.6b", "--gpu", "L4", "--max-lora-rank", "64"],
+     "error: --max-lora-rank: needs --lora-path (LoRA settings apply only when adapters are served)"),
+    ("gpu-mem-util-on-cpu", ["-m", "qwen3-0.6b", "--gpu", "cpu", "--gpu-memory-utilization", "0.8"],
+     "error: --gpu-memory-utilization: does not apply to --gpu cpu (vLLM's CPU build sizes its KV cache with "
+     "kv_cache_memory_bytes, which llmctl sets)"),
+    ("pp-over-layers", ["-m", "qwen3-0.6b", "--gpu", "H100", "--pp", "40"],
+     "error: --pp: PP 40 exceeds the model's 28 layers"),
     ("token-instead-of-name", ["-m", "llama-3.2-1b-instruct", "--gpu", "L4", "--hf-token-env", "hf_" + "a" * 34],
      "error: --hf-token-env: that looks like a token; give the NAME of the environment variable that holds it (e.g. HF_TOKEN)"),
     ("bad-env-name", ["-m", "llama-3.2-1b-instruct", "--gpu", "L4", "--hf-token-env", "1TOKEN"],
@@ -59,9 +66,23 @@ FLAG_CASES = [
     ("flag-count-mismatch", ["-m", "qwen3-0.6b", "-m", "qwen3-4b", "-m", "qwen3-8b", "--tp", "1", "--tp", "1", "--gpu", "L4"],
      "error: --tp given 2 times for 3 models; give it once (for all) or once per --model"),
     ("gpu-mem-util-range", ["-m", "qwen3-0.6b", "--gpu", "L4", "--gpu-memory-utilization", "1.5"],
-     "error: Invalid value for '--gpu-memory-utilization': Input should be less than or equal to 1 (see 'llmctl gen-config --help')"),
+     "error: --gpu-memory-utilization: gpu_memory_utilization must be a fraction in (0, 1], got 1.5"),
     ("unknown-flag", ["-m", "qwen3-0.6b", "--gpu", "L4", "--bogus"],
      "error: No such option: --bogus (Possible options: --gpu) (see 'llmctl gen-config --help')"),
+]
+
+# `llmctl plan` takes the same bad values through the same parsers: the same
+# line as gen-config's (the gen-config case of the same id above).
+PLAN_CASES = [
+    ("tp-3-for-32-heads", ["--model", "llama-3.1-8b-instruct", "--gpu", "L4", "--tp", "3"]),
+    ("tp-not-a-number", ["--model", "qwen3-0.6b", "--gpu", "L4", "--tp", "two"]),
+    ("tp-over-node", ["--model", "llama-3.1-70b-instruct", "--gpu", "H100", "--tp", "16"]),
+    ("unknown-gpu", ["--model", "qwen3-0.6b", "--gpu", "FOO"]),
+    ("unknown-model", ["--model", "nope-model", "--gpu", "L4"]),
+    ("max-model-len-too-long", ["--model", "llama-3.1-8b-instruct", "--gpu", "H100", "--max-model-len", "200000"]),
+    ("max-model-len-text", ["--model", "qwen3-0.6b", "--gpu", "L4", "--max-model-len", "abc"]),
+    ("gpu-mem-util-range", ["--model", "qwen3-0.6b", "--gpu", "L4", "--gpu-memory-utilization", "1.5"]),
+    ("pp-over-layers", ["--model", "qwen3-0.6b", "--gpu", "H100", "--pp", "40"]),
 ]
 
 NO_TTY_CASES = [
@@ -84,6 +105,15 @@ def test_bad_flag(capsys, tmp_path, case_id, args, expected):
     assert r.err.strip() == expected
     assert "Traceback" not in r.err
     assert files_under(out) == []
+
+
+@pytest.mark.parametrize("case_id,args", PLAN_CASES, ids=[c[0] for c in PLAN_CASES])
+def test_plan_bad_flag_says_what_gen_config_says(capsys, case_id, args):
+    expected = next(e for cid, _, e in FLAG_CASES if cid == case_id)
+    r = run_cli(capsys, "plan", *args)
+    assert r.code == 2 and r.out == ""
+    assert r.err.strip() == expected
+    assert "Traceback" not in r.err
 
 
 @pytest.mark.parametrize("case_id,args,expected", NO_TTY_CASES, ids=[c[0] for c in NO_TTY_CASES])
@@ -144,7 +174,8 @@ FILE_CASES = [
     ("unknown-engine-kwarg", _patched("  max_model_len: 8192", "  max_model_len: 8192\n  max_num_seq: 64"),
      "8: engine_kwargs.max_num_seq: not a vLLM engine argument (did you mean 'max_num_seqs'?) (checked against {origin})"),
     ("min-over-max", _patched("min_replicas: 1", "min_replicas: 3"),
-     "10: deployment_config.autoscaling_config.min_replicas: must be <= max_replicas (2): the autoscaler can never go below min_replicas (3)"),
+     "10: deployment_config.autoscaling_config.min_replicas: min_replicas (3) must be <= max_replicas (2): "
+     "the autoscaler never goes below min_replicas"),
     ("negative-min", _patched("min_replicas: 1", "min_replicas: -1"),
      "10: deployment_config.autoscaling_config.min_replicas: must be an integer >= 0, got -1"),
     ("unknown-autoscaling-key", _patched("    max_replicas: 2", "    max_replicas: 2\n    target_ongoing: 3"),
@@ -154,7 +185,8 @@ FILE_CASES = [
     ("unknown-top-level", MODEL_OK + "engine: vllm\n",
      "12: engine: unknown field (did you mean 'llm_engine'?) (Ray's LLMConfig has no such field)"),
     ("max-model-len-too-long", _patched("max_model_len: 8192", "max_model_len: 300000"),
-     "7: engine_kwargs.max_model_len: 300000 exceeds the model's context of 131072 tokens (max_position_embeddings 131072)"),
+     "7: engine_kwargs.max_model_len: max_model_len 300000 exceeds the model's context of 131072 tokens "
+     "(max_position_embeddings 131072, rope_scaling llama3)"),
     ("gpu-util-range", _patched("  max_model_len: 8192", "  max_model_len: 8192\n  gpu_memory_utilization: 1.2"),
      "8: engine_kwargs.gpu_memory_utilization: must be a fraction in (0, 1], got 1.2"),
     ("accelerator-with-cpu-bundles", _patched("accelerator_type: L4", "accelerator_type: L4\nplacement_group_config:\n  bundles:\n  - CPU: 1"),

@@ -58,10 +58,17 @@ def test_derived_fields_agree_with_the_code():
         assert p.parameters is not None, p.id
         pc = sizing.count_parameters(p.architecture)
         assert (p.parameters.total, p.parameters.active) == (int(pc.total), int(pc.active)), p.id
-        for gpu_name, rec in p.recommended.items():
-            plan = sizing.plan(p.architecture, gpu_memory_bytes=GPUS[gpu_name].memory_bytes, tp=rec.tp,
-                               max_model_len=rec.max_model_len)
-            assert plan.verdict == "fits", (p.id, gpu_name, plan.reason)
+        for gpu in GPUS.values():
+            if gpu.is_cpu:
+                continue
+            # the recommendation is what sizing.choose (the one rule) picks, and it starts
+            choice = sizing.choose(p.architecture, gpu)
+            rec = p.recommended.get(gpu.name)
+            if not choice.fits:
+                assert rec is None, (p.id, gpu.name)
+                continue
+            assert rec is not None and (rec.tp, rec.max_model_len) == (choice.tp, choice.max_model_len), (p.id, gpu.name)
+            assert choice.plan.verdict in ("fits", "tight"), (p.id, gpu.name, choice.plan.reason)
 
 
 def test_sliding_window_layers_follow_the_published_layer_patterns():

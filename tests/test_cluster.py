@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from llmctl import cluster, launch
+from llmctl import launch
+from llmctl.launch import address, cluster, serve_api, watch
 from llmctl.errors import ClusterUnreachable, DeployFailed, UsageError
 
 RAY_DEFAULTS = {6379, 8265, 10001, 8000, 9000, 52365}
@@ -51,9 +52,9 @@ def test_state_file(ray_head):
 
 @pytest.mark.cluster
 def test_found_from_state_and_second_start_refused(cluster_home):
-    t = cluster.resolve_target(None)
+    t = address.resolve_target(None)
     assert t.is_local and t.dashboard_url == cluster_home.dashboard_url
-    t = cluster.resolve_target(cluster_home.state.gcs_address)  # a Ray address of the local head
+    t = address.resolve_target(cluster_home.state.gcs_address)  # a Ray address of the local head
     assert t.is_local and t.dashboard_url == cluster_home.dashboard_url
     with pytest.raises(Exception, match="already running"):
         cluster.start_head()
@@ -65,7 +66,7 @@ def test_found_from_state_and_second_start_refused(cluster_home):
 
 def test_no_state_means_unreachable(llmctl_home):
     with pytest.raises(ClusterUnreachable) as e:
-        cluster.resolve_target(None)
+        address.resolve_target(None)
     assert e.value.exit_code == 3 and "llmctl up" in e.value.message
 
 
@@ -78,16 +79,16 @@ def test_stale_state_is_not_a_cluster(llmctl_home):
     cluster.save_state(stale)
     assert cluster.running_state() is None
     with pytest.raises(ClusterUnreachable):
-        cluster.resolve_target(None)
+        address.resolve_target(None)
     res = cluster.stop_head(stale)  # nothing to kill, nothing raised
     assert res.pids == [] and res.remaining == []
 
 
 def test_http_address_used_as_is(llmctl_home):
-    t = cluster.resolve_target("http://10.0.0.5:8265/")
+    t = address.resolve_target("http://10.0.0.5:8265/")
     assert t.dashboard_url == "http://10.0.0.5:8265" and not t.is_local
     with pytest.raises(UsageError):
-        cluster.resolve_target("ray://10.0.0.5:10001")
+        address.resolve_target("ray://10.0.0.5:10001")
 
 
 # --------------------------------------------------------------------------
@@ -155,7 +156,7 @@ def test_prepare_fills_token_and_inlines(tmp_path, tiny_model):
     assert p.model_ids == {"llm_app": ["tiny-llama"]}
     # the file on disk still names the variable only
     assert "hf_secret_value" not in (tmp_path / "model_config" / "tiny-llama.yaml").read_text()
-    assert launch.scrub("error: token hf_secret_value rejected", p.secrets) == "error: token *** rejected"
+    assert serve_api.scrub("error: token hf_secret_value rejected", p.secrets) == "error: token *** rejected"
 
 
 def test_prepare_unset_token_names_variable(tmp_path, tiny_model):
@@ -194,19 +195,19 @@ def test_compose_keeps_other_apps_and_pins_local_http(tmp_path, tiny_model):
 def test_missing_gpu_named():
     nodes = [{"state": "ALIVE", "resources_total": {"CPU": 8.0, "memory": 1e10, "node:127.0.0.1": 1.0}}]
     need = {"CPU": 1.0, "GPU": 1.0, "accelerator_type:A10G": 0.001}
-    short = launch.missing_resources(need, nodes)
+    short = watch.missing_resources(need, nodes)
     assert short == {"GPU": 0.0, "accelerator_type:A10G": 0.0}
-    text = launch._infeasible_text("gpu_app", "LLMServer:x", need, short, nodes)
+    text = watch._infeasible_text("gpu_app", "LLMServer:x", need, short, nodes)
     assert "needs GPU:1 (accelerator_type:A10G) but the cluster has GPU:0" in text
-    assert launch.missing_resources({"CPU": 4.0}, nodes) is None
+    assert watch.missing_resources({"CPU": 4.0}, nodes) is None
 
 
 def test_missing_accelerator_type_only():
     nodes = [{"state": "ALIVE", "resources_total": {"CPU": 8.0, "GPU": 4.0, "accelerator_type:L4": 1.0}}]
     need = {"CPU": 1.0, "GPU": 1.0, "accelerator_type:A10G": 0.001}
-    short = launch.missing_resources(need, nodes)
+    short = watch.missing_resources(need, nodes)
     assert short == {"accelerator_type:A10G": 0.0}
-    assert "no node has that accelerator" in launch._infeasible_text("a", "d", need, short, nodes)
+    assert "no node has that accelerator" in watch._infeasible_text("a", "d", need, short, nodes)
 
 
 def test_reason_from_ray_traceback_message():

@@ -212,7 +212,7 @@ def test_token_reaches_replica_but_not_disk_or_output(tiny_app, cluster_home):
     assert SECRET not in st.out
     app = st.json()["applications"][0]
     # the LLMServer replica process got the value in its environment
-    from llmctl.serve_api import ServeClient
+    from llmctl.launch.serve_api import ServeClient
 
     raw = ServeClient(cluster_home.dashboard_url).status()
     pid = raw["applications"]["llm_app"]["deployments"]["LLMServer:tiny-llama"]["replicas"][0]["pid"]

@@ -27,7 +27,8 @@ def test_json_rows(capsys):
                        "--max-model-len", "32768", "--json")
     assert rc == 0, err
     doc = json.loads(out)  # plain JSON, nothing else on stdout
-    assert doc["model"] == "llama-3.1-70b-instruct" and doc["max_model_len"] == 32768
+    assert doc["model"] == "llama-3.1-70b-instruct"
+    assert {r["max_model_len"] for r in doc["rows"]} == {32768}
     rows = {r["tp"]: r for r in doc["rows"]}
     assert set(rows) == {1, 2, 4, 8}  # 64 heads, 8 KV heads, one 8-GPU node
     for r in rows.values():
@@ -78,7 +79,7 @@ def test_local_directory_model(tmp_path, capsys):
     "args, needle",
     [
         (["--model", "no-such-model", "--gpu", "H100"], "unknown model"),
-        (["--model", "qwen2.5-7b-instruct", "--gpu", "H100", "--tp", "3"], "--tp 3"),
+        (["--model", "qwen2.5-7b-instruct", "--gpu", "H100", "--tp", "3"], "--tp: TP 3"),
         (["--model", "qwen2.5-7b-instruct", "--gpu", "H100", "--gpu-memory", "80"], "either --gpu or --gpu-memory"),
         (["--model", "qwen2.5-7b-instruct", "--gpu-memory", "-1"], "--gpu-memory"),
         (["--model", "qwen2.5-7b-instruct", "--gpu", "H100", "--tp", "-2"], "--tp"),

@@ -18,12 +18,13 @@ from llmctl.sizing import (
     BLOCK_SIZE,
     GIB,
     SizingError,
+    DEFAULT_CONTEXT_CAP,
     advise_tp,
+    choose,
     count_parameters,
     kv_bytes_per_token,
     kv_bytes_per_token_replica,
     kv_capacity,
-    max_model_len_that_fits,
     plan,
     pp_partition,
     safetensors_total_bytes,
@@ -32,8 +33,12 @@ from llmctl.sizing import (
     weight_bytes,
 )
 
+from llmctl.hardware import GPUS
+
 DATA = Path(__file__).parent / "data"
 H100 = int(79.19 * GIB)  # vLLM 0.19's total for an H100 80GB (see llmctl/hardware.py)
+H100_GPU = GPUS["H100"]
+assert H100_GPU.memory_bytes == H100
 
 
 def arch(repo: str):
@@ -192,9 +197,16 @@ def test_mxfp4_experts_of_gpt_oss():
     a = arch("openai/gpt-oss-20b")
     w = weight_bytes(a)  # checkpoint quant_method mxfp4 -> experts at 4.25 bits
     assert w.fmt.scheme == "mxfp4"
-    # experts alone, unpadded: 24 × 32 × 3 × 2880 × 2880 × 4.25 / 8 B ≈ 10.1 GB
-    experts = 24 * 32 * 3 * 2880 * 2880 * 4.25 / 8
-    assert w.per_gpu > experts
+    # experts alone, unpadded: 24 layers × 32 experts × 3 × 2880 × 2880 × 4.25 / 8 B ≈ 10.1 GB;
+    # the same experts in bf16 would be 24 × 32 × 3 × 2880 × 2880 × 2 B ≈ 38.2 GB.
+    experts_mxfp4 = 24 * 32 * 3 * 2880 * 2880 * 4.25 / 8
+    experts_bf16 = 24 * 32 * 3 * 2880 * 2880 * 2
+    # attention, router and embeddings stay bf16 (~2.9 GB) and vLLM pads the
+    # experts to 3072 wide: the whole model is a little over the experts
+    assert experts_mxfp4 < w.per_gpu < experts_mxfp4 * 1.6
+    assert w.per_gpu < experts_bf16 / 2  # unquantized experts would fail this
+    unquantized = weight_bytes(a.model_copy(update={"quantization": None}))
+    assert unquantized.per_gpu > experts_bf16 > 2 * w.per_gpu
 
 
 def test_pp_partition_follows_vllm():
@@ -225,7 +237,7 @@ def test_plan_invalid_tp_does_not_fit():
     assert p.verdict == "does_not_fit" and "attention heads" in p.reason
 
 
-def test_plan_defaults_to_max_position_embeddings():
+def test_plan_defaults_to_the_models_context():
     a = arch("Qwen/Qwen2.5-7B-Instruct")
     assert plan(a, gpu_memory_bytes=H100).max_model_len == 32768
 
@@ -238,13 +250,13 @@ def test_plan_70b_on_one_h100_does_not_fit():
 
 def test_advise_smallest_tp_and_max_len_are_consistent():
     a = arch("meta-llama/Llama-3.1-70B-Instruct")
-    tp, p = advise_tp(a, H100, max_model_len=32768)
+    tp, p = advise_tp(a, H100_GPU, max_model_len=32768)
     assert tp == 4 and p.verdict in ("fits", "tight")
     assert plan(a, gpu_memory_bytes=H100, tp=2, max_model_len=32768).verdict == "does_not_fit"
     # at 0.95 utilization TP 2 starts, with a shorter context: 0.95 × 79.19 = 75.23 GiB less
     # 65.7 GiB of weights and ~5.7 GiB of overheads leaves a few GiB = ~25k tokens at 160 KiB/token
     u = 0.95
-    longest = max_model_len_that_fits(a, H100, tp=2, gpu_memory_utilization=u)
+    longest = plan(a, gpu_memory_bytes=H100, tp=2, max_model_len=1, gpu_memory_utilization=u).max_model_len_fits
     assert 0 < longest < 32768
     assert plan(a, gpu_memory_bytes=H100, tp=2, max_model_len=longest, gpu_memory_utilization=u).verdict != "does_not_fit"
     assert plan(a, gpu_memory_bytes=H100, tp=2, max_model_len=longest + BLOCK_SIZE,
@@ -253,8 +265,8 @@ def test_advise_smallest_tp_and_max_len_are_consistent():
 
 def test_advise_with_concurrency_needs_more_gpus():
     a = arch("meta-llama/Llama-3.1-8B-Instruct")
-    tp1, p1 = advise_tp(a, H100, max_model_len=131072)
-    tp_many, p_many = advise_tp(a, H100, max_model_len=131072, min_concurrency=p1.max_concurrency + 1)
+    tp1, p1 = advise_tp(a, H100_GPU, max_model_len=131072)
+    tp_many, p_many = advise_tp(a, H100_GPU, max_model_len=131072, min_concurrency=p1.max_concurrency + 1)
     assert tp1 == 1 and tp_many > 1 and p_many.max_concurrency >= p1.max_concurrency + 1
 
 

@@ -1,12 +1,29 @@
-"""Options shared by several commands, defined once (STYLE.md 8)."""
+"""Options shared by several commands, defined once (STYLE.md 8), with
+readable metavars and shell completion of catalog model ids and GPU types."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from typing_extensions import Annotated
+
+
+def complete_model(incomplete: str) -> list[str]:
+    """Catalog ids for shell completion (a local path or repo id is typed as is)."""
+    from llmctl.catalog import load_catalog
+
+    return [i for i in load_catalog() if i.startswith(incomplete)]
+
+
+def complete_gpu(incomplete: str) -> list[str]:
+    from llmctl.hardware import GPUS
+
+    return [g for g in GPUS if g.lower().startswith(incomplete.lower())]
+
+
+GPU_HELP = "GPU type: L4, A10G, L40S, A100-40G, A100-80G, H100, H200, B200, or cpu."
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout instead of a table.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Accept defaults and skip the confirmation.")]
@@ -16,8 +33,20 @@ AddressOpt = Annotated[
     typer.Option(
         "--address",
         envvar="RAY_ADDRESS",
+        metavar="ADDRESS",
         help="Ray dashboard URL (http://host:8265) or Ray address; default: the local cluster llmctl started.",
         show_envvar=True,
     ),
 ]
-OutputDirOpt = Annotated[Path, typer.Option("--output-dir", "-o", help="Directory to write model_config/ and serve_*.yaml into.")]
+OutputDirOpt = Annotated[Path, typer.Option("--output-dir", "-o", metavar="DIR", help="Directory to write model_config/ and serve_*.yaml into.")]
+ModelOpt = Annotated[
+    Optional[str],
+    typer.Option("--model", "-m", metavar="MODEL", autocompletion=complete_model,
+                 help="Catalog id, HF repo id (org/name) or local directory with config.json."),
+]
+GpuOpt = Annotated[
+    Optional[str],
+    typer.Option("--gpu", metavar="GPU", autocompletion=complete_gpu, help=GPU_HELP.replace(", or cpu", "") + " Default: every type."),
+]
+# Repeatable per-model options of gen-config: once for every model, or once per --model.
+Multi = Optional[List[str]]

@@ -1,4 +1,4 @@
-"""Ray Serve's REST API on the dashboard port, with the standard library only.
+"""Ray Serve's REST API on the dashboard port (httpx).
 
 No ``import ray`` here: ``llmctl status`` is one HTTP GET (~15 ms) where
 ``serve status`` spends ~1 s importing Ray. The calls used (Ray 2.60):
@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 
-from llmctl.errors import ClusterUnreachable, DeployFailed, LlmctlError
+import httpx
+
+from llmctl.errors import ClusterUnreachable, DeployFailed, LlmctlError, RequestTimeout
 
 APPS_PATH = "/api/serve/applications/"
 TERMINAL_OK = "RUNNING"
@@ -49,31 +48,38 @@ def _short(text: str, limit: int = 2000) -> str:
 
 
 class ServeClient:
-    """A thin client of one cluster's dashboard (``http://host:port``)."""
+    """A thin client of one cluster's dashboard (``http://host:port``), on httpx.
+
+    Nothing listening, a refused or timed-out connection: ClusterUnreachable
+    (exit 3). Connected but no answer in time: RequestTimeout (exit 1) — the
+    cluster is there but slow, and a deploy may still be applied."""
 
     def __init__(self, dashboard_url: str, *, timeout: float = 10.0):
         self.url = dashboard_url.rstrip("/")
         self.timeout = timeout
+        self._http = httpx.Client(headers={"Accept": "application/json"}, trust_env=False)
 
     # -- plumbing ----------------------------------------------------------
     def _request(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> tuple[int, bytes]:
-        data = None
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        wait = timeout or self.timeout
         try:
-            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as r:
-                return r.status, r.read()
-        except urllib.error.HTTPError as e:
-            raw = e.read().decode(errors="replace") if e.fp else ""
-            raise HTTPFailure(e.code, _error_text(raw), self.url + path) from None
-        except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError, OSError) as e:
-            from llmctl.cluster import no_cluster_message
+            r = self._http.request(method, self.url + path, json=body, timeout=httpx.Timeout(wait, connect=min(wait, 10.0)))
+        except (httpx.ConnectError, httpx.ConnectTimeout) as e:
+            from llmctl.launch.address import no_cluster_message
 
-            reason = getattr(e, "reason", e)
-            raise ClusterUnreachable(f"{no_cluster_message(self.url)} ({reason})") from None
+            raise ClusterUnreachable(f"{no_cluster_message(self.url)} ({_reason(e)})") from None
+        except httpx.TimeoutException:
+            raise RequestTimeout(
+                f"{self.url}{path}: the dashboard took the connection but did not answer {method} within {wait:g}s; "
+                "the cluster is reachable but busy (see `llmctl status`)"
+            ) from None
+        except httpx.TransportError as e:
+            from llmctl.launch.address import no_cluster_message
+
+            raise ClusterUnreachable(f"{no_cluster_message(self.url)} ({_reason(e)})") from None
+        if r.status_code >= 400:
+            raise HTTPFailure(r.status_code, _error_text(r.text), self.url + path)
+        return r.status_code, r.content
 
     def _json(self, method: str, path: str, body: Any = None, **kw) -> Any:
         _, raw = self._request(method, path, body, **kw)
@@ -101,6 +107,8 @@ class ServeClient:
             self._request("PUT", APPS_PATH, config, timeout=max(self.timeout, 60))
         except HTTPFailure as e:
             raise DeployFailed(f"Ray rejected the config: {e.body}") from None
+        except RequestTimeout as e:
+            raise RequestTimeout(f"{e.message}; the config may still be applied") from None
 
     def delete_all(self) -> None:
         self._request("DELETE", APPS_PATH, timeout=max(self.timeout, 60))
@@ -137,26 +145,22 @@ class ServeClient:
     def log_file(self, node_id: str, filename: str, lines: int = 100) -> str:
         q = urllib.parse.urlencode({"node_id": node_id, "filename": filename, "lines": str(lines), "filter_ansi_code": "true"})
         _, raw = self._request("GET", "/api/v0/logs/file?" + q)
-        return _strip_log_stream(raw)
+        return raw.decode(errors="replace")
 
     def log_stream(self, node_id: str, filename: str, lines: int = 100) -> Iterator[str]:
         """Follow one log file (``/api/v0/logs/stream``); yields text chunks."""
         q = urllib.parse.urlencode({"node_id": node_id, "filename": filename, "lines": str(lines), "filter_ansi_code": "true"})
-        req = urllib.request.Request(self.url + "/api/v0/logs/stream?" + q)
         try:
-            resp = urllib.request.urlopen(req, timeout=None)
-        except (urllib.error.URLError, OSError) as e:
-            raise ClusterUnreachable(f"{self.url}: log stream failed ({e})") from None
-        with resp:
-            while True:
-                chunk = resp.read1(65536) if hasattr(resp, "read1") else resp.read(4096)
-                if not chunk:
-                    return
-                yield _strip_log_stream(chunk)
+            with httpx.Client(trust_env=False) as c, c.stream("GET", self.url + "/api/v0/logs/stream?" + q,
+                                                             timeout=httpx.Timeout(None, connect=10.0)) as r:
+                for chunk in r.iter_raw():
+                    yield chunk.decode(errors="replace")
+        except httpx.TransportError as e:
+            raise ClusterUnreachable(f"{self.url}: log stream failed ({_reason(e)})") from None
 
 
-def _strip_log_stream(raw: bytes) -> str:
-    return raw.decode(errors="replace")
+def _reason(e: Exception) -> str:
+    return str(e) or type(e).__name__
 
 
 def _error_text(raw: str) -> str:

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from llmctl.cluster import Target
+from llmctl.launch.address import Target
 from llmctl.errors import ClusterUnreachable, UsageError
-from llmctl.serve_api import HTTPFailure, ServeClient, scrub, secret_values
+from llmctl.launch.serve_api import HTTPFailure, ServeClient, scrub, secret_values
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,38 @@
+"""`llmctl logs [APP]`: replica and controller logs."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from typing_extensions import Annotated
+
+from llmctl.cli import app
+from llmctl.cli.console import err
+from llmctl.cli.options import AddressOpt
+from llmctl.errors import UsageError
+
+from llmctl.cli.views import follow_logs, print_logs
+
+@app.command("logs")
+def logs_cmd(
+    app_name: Annotated[Optional[str], typer.Argument(metavar="[APP]", help="Application name (default: all).")] = None,
+    address: AddressOpt = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines until Ctrl-C.")] = False,
+    lines: Annotated[int, typer.Option("--lines", "-n", help="Lines per log file to show first.")] = 50,
+) -> None:
+    """Replica and controller logs of an app (local cluster: its session dir; remote: Ray's log API)."""
+    from llmctl.launch import logs
+    from llmctl.launch.address import resolve_target
+
+    if lines < 0:
+        raise UsageError(f"--lines must be >= 0 (got {lines})")
+    target = resolve_target(address)
+    if follow:
+        follow_logs(target, app_name, lines)
+        return
+    got = logs.tail(target, app_name, lines)
+    if not got:
+        err.print("no log lines yet", markup=False)
+    print_logs(got)
+

@@ -1,0 +1,104 @@
+"""`llmctl status`: applications, deployments, replicas, endpoint."""
+
+from __future__ import annotations
+
+import time
+
+import typer
+from typing_extensions import Annotated
+
+from llmctl.cli import app
+from llmctl.cli.console import out, print_json
+from llmctl.cli.options import AddressOpt, JsonOpt
+from llmctl.errors import EXIT_FAILED, EXIT_OK
+
+from llmctl.cli.views import replicas_text
+
+def _status_table(rep):
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    head = Text(f"cluster: {rep.dashboard_url}" + (" (local, started by llmctl)" if rep.local else ""))
+    if not rep.apps:
+        return Group(head, Text("no applications; deploy one with `llmctl up serve_*.yaml`"))
+    t = Table(expand=False)
+    for col in ("app", "status", "route", "models", "deployment", "replicas", "endpoint"):
+        t.add_column(col, overflow="fold")
+    for a in rep.apps:
+        deps = a.deployments or []
+        first = True
+        for d in deps or [None]:
+            t.add_row(
+                a.name if first else "",
+                a.status if first else "",
+                (a.route_prefix or "") if first else "",
+                ", ".join(a.model_ids) if first else "",
+                f"{d.name} ({d.status})" if d else "",
+                replicas_text(d.replicas) if d else "",
+                (a.endpoint or "") if first else "",
+            )
+            first = False
+    msgs = []
+    for a in rep.apps:
+        if a.status != "RUNNING":
+            if a.message:
+                msgs.append(Text(f"{a.name}: {a.message.splitlines()[0]}", style="yellow"))
+            for d in a.deployments:
+                if d.message:
+                    from llmctl.launch import reason_from_message
+
+                    first = d.message.splitlines()[0]
+                    reason = reason_from_message(d.message, max_lines=2)
+                    text = first if reason == first else f"{first} {reason}"
+                    msgs.append(Text(f"{a.name}/{d.name}: {text}", style="yellow"))
+    return Group(head, t, *msgs)
+
+
+@app.command("status")
+def status_cmd(
+    address: AddressOpt = None,
+    json_out: JsonOpt = False,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh every 2 s until Ctrl-C.")] = False,
+) -> None:
+    """Applications on the cluster: status, route, models, replicas, endpoint. Exit 0 if all RUNNING, 1 if not, 3 if no cluster."""
+    from llmctl import launch
+
+    rep = launch.status(address)
+    if watch:
+        rep = _watch(address, rep, json_out)
+    elif json_out:
+        print_json(rep.to_json())
+    else:
+        out.print(_status_table(rep))
+    raise typer.Exit(EXIT_OK if rep.all_running else EXIT_FAILED)
+
+
+def _watch(address, rep, json_out: bool):
+    from llmctl import launch
+
+    try:
+        if out.is_terminal and not json_out:
+            from rich.live import Live
+
+            with Live(_status_table(rep), console=out, refresh_per_second=2) as live:
+                while True:
+                    time.sleep(2)
+                    rep = launch.status(address)
+                    live.update(_status_table(rep))
+        else:
+            last = None
+            while True:
+                text = rep.to_json()
+                if text != last:
+                    if json_out:
+                        print_json(text)
+                    else:
+                        out.print(_status_table(rep))
+                    last = text
+                time.sleep(2)
+                rep = launch.status(address)
+    except KeyboardInterrupt:
+        pass
+    return rep
+

@@ -1,0 +1,139 @@
+"""Rendering shared by up / status / logs: progress, replica counts, next steps.
+
+Progress goes to stderr — a live table when stderr is a terminal, plain lines
+otherwise; results go to stdout."""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+
+from llmctl.cli.console import err, out
+
+def replicas_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no replicas yet"
+
+
+def _progress_line(p) -> str:
+    parts = []
+    for a in p.apps:
+        deps = "; ".join(f"{d.name} {d.status} [{replicas_text(d.replicas)}]" for d in a.deployments)
+        parts.append(f"{a.name} {a.status}" + (f" — {deps}" if deps else ""))
+    text = " | ".join(parts) or "waiting for the controller to list the app"
+    if p.note:
+        text += f" ({p.note})"
+    return f"[{p.elapsed:5.1f}s] {text}"
+
+
+def _progress_table(p):
+    from rich.table import Table
+
+    t = Table(title=f"deploying … {p.elapsed:.0f}s", title_justify="left", expand=False)
+    for col in ("app", "status", "deployment", "deployment status", "replicas"):
+        t.add_column(col)
+    if not p.apps:
+        t.add_row("…", "waiting for the controller", "", "", "")
+    for a in p.apps:
+        if not a.deployments:
+            t.add_row(a.name, a.status, "(building the app)", "", "")
+        for i, d in enumerate(a.deployments):
+            t.add_row(a.name if i == 0 else "", a.status if i == 0 else "", d.name, d.status, replicas_text(d.replicas))
+    if p.note:
+        from rich.console import Group
+        from rich.text import Text
+
+        return Group(t, Text(p.note, style="yellow"))
+    return t
+
+
+class ProgressView:
+    """Live table on a terminal; a plain line per change otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = err.is_terminal
+        self.live = None
+        self._last = None
+        self._last_print = 0.0
+
+    def step(self, message: str) -> None:
+        if self.live is not None:
+            self.live.console.print(message)
+        else:
+            err.print(message, markup=False, highlight=False)
+
+    def update(self, p) -> None:
+        if self.tty:
+            if self.live is None:
+                from rich.live import Live
+
+                self.live = Live(_progress_table(p), console=err, refresh_per_second=4, transient=False)
+                self.live.start()
+            else:
+                self.live.update(_progress_table(p))
+            return
+        line = _progress_line(p)
+        sig = line.split("] ", 1)[1]
+        now = time.monotonic()
+        if sig != self._last or now - self._last_print > 15:
+            err.print(line, markup=False, highlight=False)
+            self._last = sig
+            self._last_print = now
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+def next_steps(app_name: str, local: bool) -> str:
+    stop = f"llmctl down {app_name}" + (" (add --cluster to also stop the local Ray head)" if local else "")
+    return f"next: llmctl status · llmctl logs {app_name} --follow · {stop}"
+
+
+def print_ready(result) -> None:
+    names = ", ".join(a.name for a in result.apps)
+    out.print(f"{names} is RUNNING ({', '.join(result.model_ids) or 'no LLM models'}) after {result.elapsed:.1f}s", markup=False)
+    if result.endpoint:
+        model = result.model_ids[0] if result.model_ids else "MODEL"
+        out.print(f"endpoint: {result.endpoint}", markup=False)
+        out.print("", markup=False)
+        out.print("curl:", markup=False)
+        out.print(
+            f"  curl {result.endpoint}/chat/completions -H 'Content-Type: application/json' \\\n"
+            f"    -d '{{\"model\": \"{model}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello!\"}}]}}'",
+            markup=False,
+            highlight=False,
+        )
+        out.print("", markup=False)
+        out.print("python (pip install openai):", markup=False)
+        out.print(
+            "  from openai import OpenAI\n"
+            f"  client = OpenAI(base_url=\"{result.endpoint}\", api_key=\"not-needed\")\n"
+            f"  reply = client.chat.completions.create(model=\"{model}\", messages=[{{\"role\": \"user\", \"content\": \"Hello!\"}}])\n"
+            "  print(reply.choices[0].message.content)",
+            markup=False,
+            highlight=False,
+        )
+        out.print("", markup=False)
+    out.print(next_steps(result.apps[0].name if result.apps else "APP", result.local), markup=False)
+
+
+def print_logs(lines) -> None:
+    for ln in lines:
+        out.print(f"[{ln.source}] {ln.text}", markup=False, highlight=False)
+
+
+def follow_logs(target, app_name: Optional[str], lines: int) -> None:
+    from llmctl.launch import logs
+
+    err.print("following logs; Ctrl-C stops following (the app keeps running)", markup=False)
+    gen = logs.follow(target, app_name, lines)
+    try:
+        for ln in gen:
+            out.print(f"[{ln.source}] {ln.text}", markup=False, highlight=False)
+    except KeyboardInterrupt:
+        err.print("stopped following; the app is still running", markup=False)
+    finally:
+        gen.close()
+

@@ -1,0 +1,164 @@
+"""gen-config as a core: answers -> DeploymentSpec -> documents -> validated -> written.
+
+``llmctl gen-config`` (the CLI) and :func:`generate` (the Python API) share
+every step here: the same spec checks, the same fit policy, the same
+validation before anything is written. Nothing here prints or prompts; the
+CLI adds the questions (through :mod:`llmctl.prompts`) and the rendering.
+
+Fit policy: whatever the user did not set, llmctl.sizing chooses so that it
+fits; only what the user set (a TP, a max_model_len, a GPU type on which no TP
+of one node holds the model) can make a configuration not fit, and then it is
+an error (:class:`~llmctl.errors.DoesNotFit`, exit 2) unless ``force``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence, Union
+
+from llmctl.errors import DoesNotFit, ValidationFailed
+from llmctl.prompts import Flags, Session, collect
+from llmctl.render import Rendered, render_spec, write_all
+from llmctl.spec import DeploymentSpec, ModelSpec
+
+PerModel = Union[None, str, int, Sequence[Union[str, int]]]
+
+
+@dataclass
+class Generated:
+    """What gen-config produced: the spec, the documents, their diagnostics
+    (warnings; with ``force`` also the does-not-fit errors written anyway) and
+    the paths written (empty until written)."""
+
+    spec: DeploymentSpec
+    documents: list[Rendered]
+    diagnostics: list = field(default_factory=list)
+    written: list[Path] = field(default_factory=list)
+
+    @property
+    def serve_file(self) -> Path:
+        return self.documents[-1].path
+
+    @property
+    def model_files(self) -> list[Path]:
+        return [d.path for d in self.documents[:-1]]
+
+
+def fit_problem(m: ModelSpec) -> Optional[tuple[str, str]]:
+    """(flag to blame, message) when the model does not fit where it is going."""
+    p = m.plan
+    if p is None or p.verdict != "does_not_fit":
+        return None
+    c = m.choice
+    if c is not None and (c.tp_given or c.len_given):
+        flag = "--tp" if c.tp_given and not c.len_given else "--max-model-len" if c.len_given and not c.tp_given else "--tp/--max-model-len"
+        where = f"on {m.gpu.name} at TP {m.tp}" + (f" x PP {m.pp}" if m.pp > 1 else "")
+    else:
+        flag, where = "--gpu", f"on one {m.gpu.name} node at any TP (largest tried: TP {m.tp})"
+    return flag, f"{m.model_id} does not fit {where}: {p.reason}"
+
+
+def build(spec: DeploymentSpec, output_dir: Path | str = ".", *, force: bool = False,
+          now: Optional[datetime] = None) -> Generated:
+    """Render and validate a spec; nothing is written.
+
+    Raises DoesNotFit (a model the user's settings make not fit, unless
+    ``force``) or ValidationFailed (the documents would not be valid)."""
+    for m in spec.models:
+        problem = fit_problem(m)
+        if problem and not force:
+            flag, message = problem
+            raise DoesNotFit(f"{flag}: {message} (see `llmctl plan --model {m.profile.id} --gpu {m.gpu.name}`; "
+                             "--force writes it anyway)")
+    docs = render_spec(spec, Path(output_dir), now=now)
+    from llmctl.validate import validate_rendered
+
+    diags = validate_rendered([(str(d.path), d.text, "serve" if i == len(docs) - 1 else "model") for i, d in enumerate(docs)])
+    tolerated = {"does-not-fit"} if force else set()
+    errors = [d for d in diags if d.is_error and d.code not in tolerated]
+    if errors:
+        raise ValidationFailed(errors, "the generated files would not be valid; nothing was written:\n"
+                               + "\n".join(str(d) for d in errors))
+    return Generated(spec, docs, diags)
+
+
+def write(gen: Generated, *, force: bool = False) -> Generated:
+    """Write every document atomically, never over an existing file unless ``force``."""
+    gen.written = write_all(gen.documents, force=force)
+    return gen
+
+
+def _listed(value: PerModel) -> list:
+    if value is None:
+        return []
+    if isinstance(value, (str, int)):
+        return [value]
+    return list(value)
+
+
+def generate(
+    model: Union[str, Sequence[str]],
+    *,
+    gpu: PerModel = None,
+    tp: PerModel = None,
+    pp: PerModel = None,
+    max_model_len: PerModel = None,
+    min_replicas: PerModel = None,
+    max_replicas: PerModel = None,
+    model_id: PerModel = None,
+    lora_path: PerModel = None,
+    max_lora_adapters: PerModel = None,
+    max_lora_rank: PerModel = None,
+    hf_token_env: PerModel = None,
+    fast_download: Optional[bool] = None,
+    gpu_memory_utilization: Optional[float] = None,
+    app_name: Optional[str] = None,
+    route_prefix: Optional[str] = None,
+    http_host: Optional[str] = None,
+    http_port: Optional[int] = None,
+    output_dir: Path | str = ".",
+    write_files: bool = True,
+    force: bool = False,
+) -> Generated:
+    """Generate Ray Serve LLM configs, as ``llmctl gen-config --yes`` does.
+
+    ``model`` is one model or a list (catalog ids, HF repo ids, local
+    directories, s3:// / gs:// URIs). Per-model options take one value for
+    every model or a list with one value per model. What is not given is
+    chosen so the configuration fits (see :func:`llmctl.sizing.choose`);
+    ``gpu`` is required for every model.
+
+    Returns a :class:`Generated` (spec, documents, diagnostics, and the paths
+    written when ``write_files``). Raises :class:`~llmctl.errors.LlmctlError`
+    subclasses: UsageError / MissingAnswerError for bad or missing values,
+    DoesNotFit, ValidationFailed, OutputExists.
+    """
+    flags = Flags(
+        models=_listed(model), model_ids=_listed(model_id), gpus=_listed(gpu), tps=_listed(tp), pps=_listed(pp),
+        min_replicas=_listed(min_replicas), max_replicas=_listed(max_replicas), max_model_lens=_listed(max_model_len),
+        lora_paths=_listed(lora_path), max_lora_adapters=_listed(max_lora_adapters), max_lora_ranks=_listed(max_lora_rank),
+        hf_token_envs=_listed(hf_token_env), fast_download=fast_download, gpu_memory_utilization=gpu_memory_utilization,
+        app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port,
+    )
+    spec = collect(Session(interactive=False, assume_yes=True), flags)
+    gen = build(spec, output_dir, force=force)
+    return write(gen, force=force) if write_files else gen
+
+
+def summary_rows(spec: DeploymentSpec) -> Iterable[dict[str, Any]]:
+    """One row per model for a summary table: what was chosen and why."""
+    for m in spec.models:
+        p = m.plan
+        if p is None:
+            fit = "CPU (vLLM CPU build; not sized)" if m.gpu.is_cpu else "not sized (no config.json: weights in a bucket)"
+        else:
+            fit = {"fits": "✓ fits", "tight": "~ tight", "does_not_fit": "✗ does not fit"}[p.verdict]
+            fit += f": {p.weights_gib_per_gpu:.1f} GiB weights/GPU, {p.kv_cache_tokens:,} KV tokens, {p.max_concurrency:.1f}x"
+        mml = m.effective_max_model_len
+        yield {
+            "model_id": m.model_id, "source": m.source, "gpu": m.gpu.name, "tp": m.tp, "pp": m.pp,
+            "replicas": f"{m.min_replicas}-{m.max_replicas}", "max_model_len": mml, "fit": fit,
+            "reasons": list(m.choice.reasons) if m.choice is not None else [],
+        }

@@ -1,0 +1,345 @@
+"""`llmctl up`, `status` and `down` as a core with no UI.
+
+``up()`` is a generator: it yields :class:`Step` (one-off facts: validated,
+cluster started, deployed) and :class:`Progress` (a snapshot of the apps being
+deployed: status, deployments, replica states, elapsed seconds) and ends with
+an :class:`UpResult`. It raises llmctl.errors types; it never prints.
+
+How a serve file reaches the cluster
+------------------------------------
+``validate.load_deployable`` returns the serve config with every
+``llm_configs`` file path replaced by the parsed LLMConfig, so the payload
+PUT to the cluster is self-contained: it works wherever ``llmctl up`` runs and
+whatever the cluster's working directory is.
+
+Tokens for gated models
+-----------------------
+A model config names the variable, never the value:
+``runtime_env: {env_vars: {HF_TOKEN: "${HF_TOKEN}"}}``. ``up`` replaces every
+``${VAR}`` value in ``runtime_env.env_vars`` (the app's and each LLMConfig's)
+with ``os.environ[VAR]`` in the payload it sends, and fails naming the
+variable when it is unset. llmctl keeps the value in memory and in the request
+only: never in the state file, the config files or its output (error text and
+logs coming back from Ray are scrubbed of it). Ray itself, though, logs
+runtime_env env_vars in plain text on the cluster (runtime_env_agent.log, the
+app build log) — see docs/launch-notes.md. Ray itself would expand ``${VAR}`` too, but
+on the *worker* (``ray._private.utils.update_envs``: ``os.path.expandvars``
+against the node's environment, unset references silently become ""), so a
+cluster whose nodes lack the variable would start the replica with an empty
+token and fail later with an HTTP 401 from the Hub. Ray Serve LLM also copies
+HF_TOKEN from the environment of the process that builds the app (the cluster
+side), which again is not the user's shell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+
+from llmctl.errors import ClusterUnreachable, DeployFailed, UsageError
+from llmctl.sources import env_ref
+from llmctl.launch import address as _address
+from llmctl.launch import cluster as _cluster
+from llmctl.launch.events import Progress, Step, UpEvent, UpResult
+from llmctl.launch.reasons import failure_message
+from llmctl.launch.watch import ResourceWatcher
+from llmctl.launch.serve_api import (
+    TERMINAL_BAD,
+    ServeClient,
+    deployed_configs,
+    http_base,
+    scrub,
+    secret_values,
+    summarize,
+    wait_gone,
+)
+
+POLL_S = 0.5
+
+
+# --------------------------------------------------------------------------
+# preparing the payload
+
+
+@dataclass
+class Prepared:
+    config: dict  # the serve config with llm_configs inlined and ${VAR}s filled
+    app_names: list[str]
+    model_ids: dict[str, list[str]]  # app -> model ids
+    sources: dict[str, str] = field(default_factory=dict)  # model id -> model_source (for messages)
+    secrets: list[str] = field(default_factory=list)  # values to scrub from output
+    env_vars_used: list[str] = field(default_factory=list)
+
+
+def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, local_node: bool = True) -> Prepared:
+    """Validate and load a serve file, inline its model configs, fill ``${VAR}``s.
+
+    Raises ValidationFailed (exit 2) if the files are invalid, UsageError if a
+    referenced variable is unset. Nothing is sent anywhere.
+    """
+    from llmctl.validate import load_deployable  # heavy-ish (pydantic, Ray's LLMConfig)
+
+    path = Path(serve_path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    # A local model path is checked here only when this machine is the node
+    # that serves it (the local cluster); on a remote cluster it is a warning.
+    config = load_deployable(path, local_node=local_node)
+    env = os.environ if environ is None else environ
+    secrets: list[str] = []
+    used: list[str] = []
+    names: list[str] = []
+    model_ids: dict[str, list[str]] = {}
+    sources: dict[str, str] = {}
+    for app in config.get("applications") or []:
+        name = app.get("name") or "default"
+        names.append(name)
+        _fill_env(app.get("runtime_env"), f"application {name!r}", env, secrets, used, path)
+        ids = []
+        for llm in ((app.get("args") or {}).get("llm_configs") or []):
+            if isinstance(llm, dict):
+                mid = (llm.get("model_loading_config") or {}).get("model_id")
+                if mid:
+                    ids.append(str(mid))
+                    src = (llm.get("model_loading_config") or {}).get("model_source", mid)
+                    sources[str(mid)] = src if isinstance(src, str) else json.dumps(src)
+                _fill_env(llm.get("runtime_env"), f"model {mid!r}", env, secrets, used, path)
+        model_ids[name] = ids
+    if len(set(names)) != len(names):
+        raise UsageError(f"{path}: two applications have the same name")
+    return Prepared(config, names, model_ids, sources, secrets, used)
+
+
+def _fill_env(runtime_env, where: str, env, secrets: list[str], used: list[str], path: Path) -> None:
+    if not isinstance(runtime_env, dict):
+        return
+    env_vars = runtime_env.get("env_vars")
+    if not isinstance(env_vars, dict):
+        return
+    for key, value in list(env_vars.items()):
+        var = env_ref(value)
+        if var is None:
+            continue
+        if not env.get(var):
+            raise UsageError(
+                f"{path}: {where} takes {key} from the environment variable {var}, which is not set; "
+                f"export {var}=... (for a gated Hugging Face model: a token with access to it) and run `llmctl up` again"
+            )
+        env_vars[key] = env[var]
+        secrets.append(env[var])
+        used.append(var)
+
+
+
+
+# --------------------------------------------------------------------------
+# composing what to PUT
+
+
+_HTTP_KEYS = ("host", "port", "root_path", "request_timeout_s", "keep_alive_timeout_s")
+
+
+def compose(prepared: Prepared, current: dict, local: _cluster.ClusterState | None) -> dict:
+    """The full serve config to PUT: the apps already running (minus those
+    being replaced) plus the new ones, and the global options."""
+    new_apps = prepared.config.get("applications") or []
+    keep = [a for a in deployed_configs(current) if a.get("name") not in prepared.app_names]
+    routes: dict[str, str] = {}
+    for a in keep:
+        if a.get("route_prefix"):
+            routes[a["route_prefix"]] = a.get("name")
+    for a in new_apps:
+        rp = a.get("route_prefix", "/")
+        if rp in routes:
+            raise UsageError(
+                f"application {a.get('name')!r} wants route_prefix {rp!r}, which application {routes[rp]!r} "
+                f"already serves; change route_prefix (or the app name to replace it), or `llmctl down {routes[rp]}` first"
+            )
+    payload = {k: v for k, v in prepared.config.items() if k != "applications"}
+    http = dict(payload.get("http_options") or {})
+    cur_http = {k: v for k, v in (current.get("http_options") or {}).items() if k in _HTTP_KEYS and v is not None}
+    if local is not None:
+        http.update({"host": "127.0.0.1", "port": local.serve_http_port})
+        grpc = dict(payload.get("grpc_options") or {})
+        grpc.setdefault("port", local.ports.get("serve_grpc"))
+        payload["grpc_options"] = grpc
+    elif not http and cur_http:
+        http = {k: cur_http[k] for k in ("host", "port") if k in cur_http}
+    if http:
+        payload["http_options"] = http
+    if "proxy_location" not in payload and current.get("proxy_location"):
+        payload["proxy_location"] = current["proxy_location"]
+    payload["applications"] = keep + list(new_apps)
+    return payload
+
+
+# --------------------------------------------------------------------------
+# up
+
+
+def connect(address: str | None, *, start: bool = False, num_cpus: int | None = None) -> tuple[ServeClient, _address.Target, bool]:
+    """The cluster to talk to; with ``start``, start the local one if needed."""
+    started = False
+    try:
+        target = _address.resolve_target(address)
+    except ClusterUnreachable:
+        if not start or (address or "").strip() not in ("", "local", "auto"):
+            raise
+        _cluster.start_head(num_cpus=num_cpus)
+        started = True
+        target = _address.resolve_target(None)
+    return ServeClient(target.dashboard_url), target, started
+
+
+def up(
+    serve_path: Path | str,
+    *,
+    address: str | None = None,
+    timeout: float = 900.0,
+    wait: bool = True,
+    num_cpus: int | None = None,
+) -> Iterator[UpEvent]:
+    t0 = time.monotonic()
+    prepared = prepare(serve_path, local_node=(address or "").strip() in ("", "local", "auto"))
+    n_models = sum(len(v) for v in prepared.model_ids.values())
+    yield Step(
+        f"validated {serve_path}: {len(prepared.app_names)} application(s) "
+        f"({', '.join(prepared.app_names)}), {n_models} model(s)"
+        + (f"; filled {', '.join(sorted(set(prepared.env_vars_used)))} from the environment" if prepared.env_vars_used else "")
+    )
+    local_default = (address or "").strip() in ("", "local", "auto")
+    if local_default and _cluster.running_state() is None:
+        yield Step("starting a local Ray head (127.0.0.1, private ports and temp dir) …")
+    client, target, started = connect(address, start=True, num_cpus=num_cpus)
+    if started:
+        st = target.local
+        yield Step(f"started a local Ray head: dashboard {st.dashboard_url}, state {_cluster.state_path()}")
+    current = client.status()
+    payload = compose(prepared, current, target.local)
+    # Ray does not retry a failed app whose config did not change: remove it first.
+    failed_same = [
+        a.get("name") for a in payload["applications"]
+        if a.get("name") in prepared.app_names
+        and (current.get("applications") or {}).get(a.get("name"), {}).get("status") in TERMINAL_BAD
+        and current["applications"][a.get("name")].get("deployed_app_config") == a
+    ]  # fmt: skip
+    if failed_same:
+        yield Step(f"removing the failed {', '.join(failed_same)} before deploying it again …")
+        without = dict(payload, applications=[a for a in payload["applications"] if a.get("name") not in failed_same])
+        if without["applications"]:
+            client.deploy(without)
+        else:
+            client.delete_all()
+        for _ in wait_gone(client, failed_same, timeout=120):
+            pass
+        current = client.status()
+    # Apps being replaced by a different config: until the controller takes the
+    # new config, GET still shows the old version (possibly RUNNING).
+    before = current.get("applications") or {}
+    stale = {
+        a.get("name"): before[a.get("name")].get("last_deployed_time_s")
+        for a in payload["applications"]
+        if a.get("name") in prepared.app_names and a.get("name") in before
+        and before[a.get("name")].get("deployed_app_config") != a
+    }
+    try:
+        client.deploy(payload)
+    except DeployFailed as e:
+        raise DeployFailed(scrub(e.message, prepared.secrets)) from None
+    t_deploy = time.monotonic()
+    yield Step(f"deployed to {target.dashboard_url}")
+
+    if not wait:
+        st = client.status()
+        apps = [a for a in summarize(st, client.url) if a.name in prepared.app_names]
+        yield _result(apps, client, target, prepared, time.monotonic() - t0, False, started)
+        return
+
+    watcher = ResourceWatcher(client, prepared.app_names)
+    deadline = t_deploy + timeout
+    while True:
+        st = client.status()
+        raw_apps = st.get("applications") or {}
+        for name, t_before in list(stale.items()):
+            if name in raw_apps and raw_apps[name].get("last_deployed_time_s") != t_before:
+                del stale[name]  # the controller has the new config
+        if stale and time.monotonic() - t_deploy < 30:
+            for name in stale:
+                raw_apps.pop(name, None)  # not ours yet: show as not listed
+        else:
+            stale.clear()
+        apps = [a for a in summarize(st, client.url) if a.name in prepared.app_names]
+        by_name = {a.name: a for a in apps}
+        note = ""
+        failed = [a for a in apps if a.status in TERMINAL_BAD]
+        if failed:
+            raise DeployFailed(scrub(failure_message(failed[0], st, target, prepared.sources), prepared.secrets + secret_values(st)))
+        if len(by_name) == len(prepared.app_names) and all(a.status == "RUNNING" for a in apps):
+            yield Progress(time.monotonic() - t0, apps)
+            break
+        problem = watcher.check(st)
+        if problem is not None:
+            fatal, text = problem
+            if fatal:
+                raise DeployFailed(scrub(text, prepared.secrets))
+            note = text
+        yield Progress(time.monotonic() - t0, apps, note)
+        if time.monotonic() > deadline:
+            states = ", ".join(f"{a.name} {a.status}" for a in apps) or "not listed yet"
+            raise DeployFailed(
+                f"timed out after {timeout:.0f}s ({states}){'; ' + note if note else ''}; "
+                "the deployment continues on the cluster: see `llmctl status` / `llmctl logs`, or remove it with `llmctl down APP`"
+            )
+        time.sleep(POLL_S)
+
+    # RUNNING: the HTTP endpoint must list the models.
+    base = http_base(st, client.url)
+    for app in apps:
+        if app.endpoint and prepared.model_ids.get(app.name):
+            check_models(app.endpoint, prepared.model_ids[app.name], timeout=30)
+    yield _result(apps, client, target, prepared, time.monotonic() - t0, True, started, base)
+
+
+def _result(apps, client, target, prepared, elapsed, running, started, base=None) -> UpResult:
+    endpoint = next((a.endpoint for a in apps if a.endpoint), None)
+    ids = [m for name in prepared.app_names for m in prepared.model_ids.get(name, [])]
+    return UpResult(
+        apps=apps,
+        dashboard_url=client.url,
+        endpoint=endpoint,
+        model_ids=ids,
+        elapsed=elapsed,
+        running=running,
+        local=target.is_local,
+        cluster_started=started,
+    )
+
+
+def check_models(endpoint: str, model_ids: list[str], *, timeout: float = 30.0) -> list[str]:
+    """``GET {endpoint}/models`` until it lists every id; returns the listed ids."""
+    url = endpoint.rstrip("/") + "/models"
+    t0 = time.monotonic()
+    last = ""
+    while True:
+        try:
+            r = httpx.get(url, timeout=10, trust_env=False)
+            r.raise_for_status()
+            listed = [m.get("id") for m in r.json().get("data") or []]
+            missing = [m for m in model_ids if m not in listed]
+            if not missing:
+                return listed
+            last = f"it lists {listed}, not {missing}"
+        except httpx.HTTPStatusError as e:
+            last = f"HTTP {e.response.status_code}"
+        except (httpx.TransportError, ValueError) as e:
+            last = str(e) or type(e).__name__
+        if time.monotonic() - t0 > timeout:
+            raise DeployFailed(f"the app is RUNNING but GET {url} failed: {last}")
+        time.sleep(0.5)
+

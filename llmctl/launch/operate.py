@@ -1,0 +1,137 @@
+"""`status` and `down` as a core with no UI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Union
+
+from llmctl.errors import ClusterUnreachable, DeployFailed, UsageError
+from llmctl.launch import address as _address
+from llmctl.launch import cluster as _cluster
+from llmctl.launch.events import Step
+from llmctl.launch.serve_api import AppSummary, ServeClient, deployed_configs, http_base, scrub, secret_values, summarize, wait_gone
+
+@dataclass
+class StatusReport:
+    dashboard_url: str
+    local: bool
+    http_base: str | None
+    apps: list[AppSummary]
+
+    @property
+    def all_running(self) -> bool:
+        return all(a.status == "RUNNING" for a in self.apps)
+
+    def to_json(self) -> dict:
+        return {
+            "dashboard_url": self.dashboard_url,
+            "local_cluster": self.local,
+            "http": self.http_base,
+            "all_running": self.all_running,
+            "applications": [a.to_json() for a in self.apps],
+        }
+
+
+def status(address: str | None = None) -> StatusReport:
+    target = _address.resolve_target(address)
+    client = ServeClient(target.dashboard_url, timeout=5)
+    st = client.status()
+    apps = summarize(st, client.url)
+    secrets = secret_values(st)
+    if secrets:  # Ray can echo a config (with its env vars) in an error message
+        for a in apps:
+            a.message = scrub(a.message, secrets)
+            for d in a.deployments:
+                d.message = scrub(d.message, secrets)
+    return StatusReport(target.dashboard_url, target.is_local, http_base(st, client.url), apps)
+
+
+# --------------------------------------------------------------------------
+# down
+
+
+@dataclass
+class DownResult:
+    removed: list[str]
+    remaining: list[str]
+    cluster_stopped: bool
+    stop: _cluster.StopResult | None = None
+
+
+def down(
+    app: str | None = None,
+    *,
+    address: str | None = None,
+    stop_cluster: bool = False,
+    timeout: float = 120.0,
+) -> Iterator[Union[Step, DownResult]]:
+    """Delete one app (PUT the config without it) or all (DELETE), wait until
+    gone; with ``stop_cluster`` also stop the local head llmctl started."""
+    local_default = (address or "").strip() in ("", "local", "auto")
+    if stop_cluster and not local_default:
+        target = _address.resolve_target(address)
+        if not target.is_local:
+            raise UsageError("--cluster stops only the local cluster llmctl started; this address is another cluster")
+    try:
+        target = _address.resolve_target(address)
+    except ClusterUnreachable:
+        if stop_cluster and local_default:
+            # Nothing answers; stop whatever the state file still names (idempotent).
+            res = _cluster.stop_head() if _cluster.load_state() is not None else None
+            yield DownResult([], [], True, res)
+            return
+        raise
+    client = ServeClient(target.dashboard_url)
+    removed: list[str] = []
+    if stop_cluster and app is None and target.is_local:
+        # The whole head goes away: no need to delete the apps one by one.
+        try:
+            removed = list((client.status().get("applications") or {}).keys())
+        except ClusterUnreachable:
+            removed = []
+        yield Step("stopping the local Ray head …")
+        stop = _cluster.stop_head(target.local)
+        if stop.remaining:
+            raise DeployFailed(f"processes of the local cluster are still running after SIGKILL: {stop.remaining}")
+        yield DownResult(removed, [], True, stop)
+        return
+    try:
+        st = client.status()
+    except ClusterUnreachable:
+        if stop_cluster and target.is_local:
+            st = None
+        else:
+            raise
+    if st is not None:
+        present = list((st.get("applications") or {}).keys())
+        if app is not None and app not in present:
+            if not stop_cluster:
+                raise UsageError(f"no application named {app!r} on {target.dashboard_url} (apps: {', '.join(present) or 'none'})")
+        elif app is None or present == [app]:
+            if present:
+                client.delete_all()
+                removed = present
+        else:
+            rest = [c for c in deployed_configs(st) if c.get("name") != app]
+            payload = {"applications": rest}
+            cur_http = {k: v for k, v in (st.get("http_options") or {}).items() if k in ("host", "port") and v is not None}
+            if cur_http:
+                payload["http_options"] = cur_http
+            if st.get("proxy_location"):
+                payload["proxy_location"] = st["proxy_location"]
+            client.deploy(payload)
+            removed = [app]
+        if removed:
+            yield Step(f"deleting {', '.join(removed)} …")
+            for _ in wait_gone(client, removed, timeout=timeout):
+                pass
+    remaining = []
+    if st is not None and not stop_cluster:
+        remaining = list((client.status().get("applications") or {}).keys())
+    stop = None
+    if stop_cluster:
+        yield Step("stopping the local Ray head …")
+        stop = _cluster.stop_head(target.local)
+        if stop.remaining:
+            raise DeployFailed(f"processes of the local cluster are still running after SIGKILL: {stop.remaining}")
+    yield DownResult(removed, remaining, stop_cluster, stop)

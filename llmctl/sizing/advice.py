@@ -1,0 +1,221 @@
+"""The one place llmctl decides TP size and max_model_len.
+
+Every caller — ``llmctl plan``'s advice, gen-config's default TP, its TP
+choice list and its default max_model_len, the catalog's per-GPU
+recommendations — goes through :func:`choose` (or :func:`advise_tp` for a
+fixed context length), so they cannot disagree.
+
+The rules (issue 7, "defaults that fit"):
+
+- TP given, max_model_len given: nothing to choose; the plan says whether it fits.
+- max_model_len given, TP not: the smallest valid TP on one node at which the
+  model *fits* (sizing's verdict: at least 2 concurrent full-length requests
+  with the estimate's error margin); else the smallest at which it is *tight*
+  (at least one request); else it does not fit (the user's length did it).
+- TP given, max_model_len not: the largest max_model_len that starts at this
+  TP, at most the default context (below), rounded down to a multiple of 1,024.
+- Neither: the smallest TP that fits the default context (fits before tight,
+  as above); if none does on one node, a shorter max_model_len (the most that
+  fits) at the largest valid TP.
+
+The default context is the model's context length (rope-aware, what vLLM
+takes when max_model_len is not set), capped at :data:`DEFAULT_CONTEXT_CAP`
+for very long-context models: a 128k-token default would need several times
+the KV cache most deployments use, and the cap is said in the reason text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from llmctl.catalog import ModelArch
+from llmctl.hardware import CPU_DEFAULT_MAX_MODEL_LEN, GPUType
+from llmctl.sizing.plan import Plan, plan
+from llmctl.sizing.params import tp_problem as model_tp_problem
+from llmctl.sizing.params import valid_tp_sizes as model_tp_sizes
+from llmctl.sizing.profile import DEFAULT_GPU_MEMORY_UTILIZATION
+
+DEFAULT_CONTEXT_CAP = 32768
+LEN_ALIGN = 1024
+
+
+def tp_problem_on_node(arch: Optional[ModelArch], gpu: GPUType, tp: int, pp: int = 1) -> Optional[str]:
+    """Why a TP (× PP) size cannot work for this model on one node of this GPU
+    type, or None: the node's GPU count, then vLLM's model rules."""
+    if tp < 1 or pp < 1:
+        return "tensor- and pipeline-parallel sizes must be at least 1"
+    per_node = gpu.gpus_per_node
+    if tp * pp > per_node:
+        where = "a CPU-only replica runs one engine worker" if gpu.is_cpu else f"one {gpu.name} node has at most {per_node} GPUs"
+        return f"TP {tp} x PP {pp} = {tp * pp} workers, but {where}"
+    if arch is None:
+        return None
+    problem = model_tp_problem(arch, tp)
+    if problem:
+        return f"{problem} (valid: {', '.join(map(str, tp_sizes_on_node(arch, gpu, pp))) or 'none'})"
+    if arch.num_hidden_layers < pp:
+        return f"PP {pp} exceeds the model's {arch.num_hidden_layers} layers"
+    return None
+
+
+def tp_sizes_on_node(arch: Optional[ModelArch], gpu: GPUType, pp: int = 1) -> list[int]:
+    """Valid TP sizes for the model within one node (powers of two when the
+    architecture is unknown)."""
+    limit = gpu.gpus_per_node // max(pp, 1)
+    if arch is None:
+        return [t for t in range(1, limit + 1) if t & (t - 1) == 0]
+    return model_tp_sizes(arch, limit)
+
+
+def plan_for_gpu(
+    arch: Optional[ModelArch],
+    gpu: GPUType,
+    *,
+    tp: int,
+    pp: int = 1,
+    max_model_len: Optional[int] = None,
+    gpu_memory_utilization: Optional[float] = None,
+    dtype: str = "auto",
+    kv_cache_dtype: str = "auto",
+    max_num_seqs: Optional[int] = None,
+) -> Optional[Plan]:
+    """:func:`~llmctl.sizing.plan.plan` for a GPU type, or None when there is
+    nothing to size: no architecture (weights in a bucket) or a CPU-only
+    deployment. Bad values raise :class:`~llmctl.sizing.formats.SizingError`."""
+    if arch is None or gpu.is_cpu:
+        return None
+    return plan(
+        arch, gpu_memory_bytes=gpu.memory_bytes, tp=tp, pp=pp, max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
+        dtype=dtype, kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs,
+    )
+
+
+def advise_tp(
+    arch: ModelArch,
+    gpu: GPUType,
+    *,
+    max_model_len: int,
+    pp: int = 1,
+    min_concurrency: Optional[float] = None,
+    **kw: Any,
+) -> Optional[tuple[int, Plan]]:
+    """The smallest valid TP on one node whose plan *fits* (and holds at least
+    ``min_concurrency`` full-length requests when given); else the smallest
+    that is *tight*; None when no TP starts."""
+    plans = [(t, plan_for_gpu(arch, gpu, tp=t, pp=pp, max_model_len=max_model_len, **kw)) for t in tp_sizes_on_node(arch, gpu, pp)]
+    for want in ("fits", "tight"):
+        for t, p in plans:
+            if p is not None and p.verdict == want and (min_concurrency is None or p.max_concurrency >= min_concurrency):
+                return t, p
+    return None
+
+
+def default_context(arch: Optional[ModelArch]) -> tuple[Optional[int], str]:
+    """The context length llmctl sizes for when the user gives none, and why."""
+    if arch is None or arch.context_limit is None:
+        return None, "vLLM's default (the model's context)"
+    ctx = arch.context_limit
+    if ctx > DEFAULT_CONTEXT_CAP:
+        return DEFAULT_CONTEXT_CAP, (
+            f"llmctl's default context {DEFAULT_CONTEXT_CAP:,} (the model supports {ctx:,}; pass --max-model-len for more)"
+        )
+    return ctx, f"the model's context ({ctx:,})"
+
+
+def align_len(tokens: int) -> int:
+    """Round a context length down to a multiple of 1,024 (kept as is below 1,024)."""
+    return tokens - tokens % LEN_ALIGN if tokens >= LEN_ALIGN else tokens
+
+
+@dataclass(frozen=True)
+class Choice:
+    """TP and max_model_len for one model on one GPU type, with the plan and
+    the reasons (for summaries: what was chosen and why)."""
+
+    tp: int
+    pp: int
+    max_model_len: Optional[int]
+    plan: Optional[Plan]
+    tp_given: bool
+    len_given: bool
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def fits(self) -> bool:
+        return self.plan is None or self.plan.verdict != "does_not_fit"
+
+    @property
+    def verdict(self) -> Optional[str]:
+        return None if self.plan is None else self.plan.verdict
+
+
+def choose(
+    arch: Optional[ModelArch],
+    gpu: GPUType,
+    *,
+    tp: Optional[int] = None,
+    pp: int = 1,
+    max_model_len: Optional[int] = None,
+    min_concurrency: Optional[float] = None,
+    **kw: Any,
+) -> Choice:
+    """TP and max_model_len by the rules in this module's docstring.
+
+    ``kw`` goes to the plan (gpu_memory_utilization, dtype, kv_cache_dtype,
+    max_num_seqs). Never raises for "does not fit": the Choice's plan says so
+    (callers decide whether that is an error: only when the user set what
+    made it so)."""
+    tp_given, len_given = tp is not None, max_model_len is not None
+    if gpu.is_cpu or arch is None:
+        length = max_model_len if len_given else (CPU_DEFAULT_MAX_MODEL_LEN if gpu.is_cpu else None)
+        why = []
+        if not len_given and gpu.is_cpu:
+            why.append(f"max_model_len {length}: llmctl's default for vLLM's CPU build")
+        return Choice(tp or 1, pp, length, None, tp_given, len_given, tuple(why))
+
+    if tp_given and len_given:
+        p = plan_for_gpu(arch, gpu, tp=tp, pp=pp, max_model_len=max_model_len, **kw)
+        return Choice(tp, pp, max_model_len, p, True, True)
+
+    if len_given:
+        hit = advise_tp(arch, gpu, max_model_len=max_model_len, pp=pp, min_concurrency=min_concurrency, **kw)
+        if hit is not None:
+            t, p = hit
+            return Choice(t, pp, max_model_len, p, False, True, (_tp_reason(t, p, gpu),))
+        sizes = tp_sizes_on_node(arch, gpu, pp) or [1]
+        t = sizes[-1]
+        p = plan_for_gpu(arch, gpu, tp=t, pp=pp, max_model_len=max_model_len, **kw)
+        return Choice(t, pp, max_model_len, p, False, True, (f"TP {t}: the largest on one {gpu.name} node, and it does not fit",))
+
+    length, len_why = default_context(arch)
+    if tp_given:
+        return _longest_at(arch, gpu, tp, pp, length, len_why, tp_given=True, **kw)
+
+    hit = advise_tp(arch, gpu, max_model_len=length, pp=pp, min_concurrency=min_concurrency, **kw)
+    if hit is not None:
+        t, p = hit
+        return Choice(t, pp, length, p, False, False, (_tp_reason(t, p, gpu), f"max_model_len {length:,}: {len_why}"))
+    sizes = tp_sizes_on_node(arch, gpu, pp) or [1]
+    return _longest_at(arch, gpu, sizes[-1], pp, length, len_why, tp_given=False, **kw)
+
+
+def _longest_at(arch, gpu, tp, pp, length, len_why, *, tp_given: bool, **kw) -> Choice:
+    """The longest max_model_len (≤ ``length``) that starts at this TP."""
+    probe = plan_for_gpu(arch, gpu, tp=tp, pp=pp, max_model_len=length, **kw)
+    why_tp = () if tp_given else (f"TP {tp}: the largest on one {gpu.name} node (none fits the default context)",)
+    if probe.verdict != "does_not_fit" or length is None:
+        return Choice(tp, pp, length, probe, tp_given, False, why_tp + (f"max_model_len {length:,}: {len_why}",))
+    fits = align_len(probe.max_model_len_fits)
+    if fits < 1:
+        return Choice(tp, pp, length, probe, tp_given, False, why_tp)
+    p = plan_for_gpu(arch, gpu, tp=tp, pp=pp, max_model_len=fits, **kw)
+    return Choice(tp, pp, fits, p, tp_given, False,
+                  why_tp + (f"max_model_len {fits:,}: the most that fits on {gpu.name} at TP {tp}" + (f" x PP {pp}" if pp > 1 else ""),))
+
+
+def _tp_reason(tp: int, p: Plan, gpu: GPUType) -> str:
+    if p.verdict == "fits":
+        return f"TP {tp}: the smallest at which it fits on {gpu.name} ({p.max_concurrency:.1f} concurrent full-length requests)"
+    return f"TP {tp}: the smallest at which it starts on {gpu.name} (tight: {p.max_concurrency:.1f} concurrent full-length requests)"

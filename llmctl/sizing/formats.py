@@ -1,0 +1,176 @@
+"""Weight and KV-cache storage formats: bytes per parameter by dtype and
+quantization scheme, and the errors the sizing arithmetic raises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from llmctl.catalog import ModelArch
+from llmctl.errors import UsageError
+
+GIB = 1024**3
+
+# Weight storage per parameter, in bytes, by quantization scheme.
+# int4 (AWQ / GPTQ, group size 128): 4-bit weights + an fp16 scale and a 4-bit
+# zero point per group of 128 = 0.5 + (2 + 0.5) / 128 bytes per weight.
+INT4_BYTES = 0.5 + 2.5 / 128
+# fp8 with 128×128 block scales (DeepSeek-V3 style): one fp32 scale per 16384
+# weights; per-tensor / per-channel scales are smaller still.
+FP8_BYTES = 1.0 + 4 / (128 * 128)
+INT8_BYTES = 1.0 + 4 / 4096  # w8a8 per-channel fp32 scale on ~4096-wide rows
+# MXFP4 (gpt-oss experts): 4-bit E2M1 values + one 8-bit E8M0 scale per 32
+# values = 4.25 bits (OCP Microscaling spec; gpt-oss model card).
+MXFP4_BYTES = 4.25 / 8
+# vLLM's MXFP4 MoE kernels on Hopper/Blackwell (Marlin, TRT-LLM) pad the
+# expert hidden size to a multiple of 256 and the per-rank intermediate size to
+# a multiple of 128 (fused_moe/oracle/mxfp4.py
+# mxfp4_round_up_hidden_size_and_intermediate_size): gpt-oss 2880 -> 3072.
+MXFP4_HIDDEN_ALIGN = 256
+MXFP4_INTER_ALIGN = 128
+
+# quant_method values of quantization_config -> scheme
+_QUANT_SCHEMES = {
+    "fp8": "fp8",
+    "fbgemm_fp8": "fp8",
+    "modelopt": "fp8",
+    "ptpc_fp8": "fp8",
+    "awq": "int4",
+    "awq_marlin": "int4",
+    "gptq": "int4",
+    "gptq_marlin": "int4",
+    "bitsandbytes": "int4",
+    "mxfp4": "mxfp4",
+    "int8": "int8",
+    "w8a8": "int8",
+    "experts_int8": "int8",
+}
+
+# --dtype values -> (bytes of unquantized tensors, quantization scheme or None
+# meaning "whatever the checkpoint says")
+_DTYPES: dict[str, tuple[Optional[float], Optional[str]]] = {
+    "auto": (None, None),
+    "bfloat16": (2, None),
+    "bf16": (2, None),
+    "float16": (2, None),
+    "fp16": (2, None),
+    "half": (2, None),
+    "float32": (4, None),
+    "fp32": (4, None),
+    "float": (4, None),
+    "fp8": (2, "fp8"),
+    "int8": (2, "int8"),
+    "int4": (2, "int4"),
+    "awq": (2, "int4"),
+    "gptq": (2, "int4"),
+    "mxfp4": (2, "mxfp4"),
+}
+
+_KV_DTYPES = {
+    "auto": None,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "float32": 4,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "int8": 1,
+}
+
+DTYPE_CHOICES = tuple(_DTYPES)
+KV_CACHE_DTYPE_CHOICES = tuple(_KV_DTYPES)
+
+class SizingError(UsageError, ValueError):
+    """A value the arithmetic cannot work with (exit 2). ``param`` names the
+    sizing parameter (not a flag: the caller knows which flag, if any, gave it)."""
+
+    def __init__(self, param: str, message: str):
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """How the weights are stored on the GPU."""
+
+    dtype_bytes: float  # unquantized tensors (embeddings, norms, ...)
+    scheme: Optional[str]  # None (unquantized), fp8, int8, int4, mxfp4
+    approximate: bool = False
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        if self.scheme is None:
+            return {2: "bf16", 4: "fp32"}.get(int(self.dtype_bytes), f"{self.dtype_bytes}B")
+        return self.scheme
+
+
+def weight_format(arch: ModelArch, dtype: str = "auto") -> WeightFormat:
+    """Resolve --dtype (and the checkpoint's quantization_config) to a WeightFormat."""
+    key = (dtype or "auto").strip().lower()
+    if key not in _DTYPES:
+        raise SizingError("dtype", f"unknown dtype '{dtype}'; choose one of: {', '.join(DTYPE_CHOICES)}")
+    unq, scheme = _DTYPES[key]
+    if unq is None:
+        # vLLM's dtype "auto": the config's torch_dtype, with float32 checkpoints
+        # served in 16-bit (ModelConfig._get_and_verify_dtype).
+        unq = 2
+    approximate, note = False, ""
+    if scheme is None and arch.quantization:
+        qm = arch.quantization.lower()
+        scheme = _QUANT_SCHEMES.get(qm)
+        if scheme is None:
+            scheme, approximate = "int8", True
+            note = (
+                f"weight size of quant_method '{arch.quantization}' is not known; assumed 1 byte per weight "
+                "(pass the exact size from model.safetensors.index.json for a better figure)"
+            )
+    return WeightFormat(dtype_bytes=unq, scheme=scheme, approximate=approximate, note=note)
+
+
+def _scheme_bytes(fmt: WeightFormat, kind: str) -> float:
+    """Bytes per parameter of one kind of tensor under a weight format.
+
+    kinds: "linear" (attention / dense-MLP / shared-expert projections),
+    "expert" (routed experts), "plain" (embeddings, lm_head, norms, router).
+    """
+    if fmt.scheme is None or kind == "plain":
+        return fmt.dtype_bytes
+    if fmt.scheme == "mxfp4":
+        # gpt-oss: only the MoE experts are MXFP4; attention, router,
+        # embeddings and lm_head stay bf16 (quantization_config
+        # modules_to_not_convert).
+        return MXFP4_BYTES if kind == "expert" else fmt.dtype_bytes
+    return {"fp8": FP8_BYTES, "int8": INT8_BYTES, "int4": INT4_BYTES}[fmt.scheme]
+
+
+def kv_dtype_bytes(arch: ModelArch, kv_cache_dtype: str = "auto", dtype: str = "auto") -> int:
+    """Bytes per KV element: "auto" follows the activation dtype (16-bit, or
+    fp32 with --dtype float32) — not the weight quantization."""
+    key = (kv_cache_dtype or "auto").strip().lower()
+    if key not in _KV_DTYPES:
+        raise SizingError(
+            "kv_cache_dtype", f"unknown KV cache dtype '{kv_cache_dtype}'; choose one of: {', '.join(KV_CACHE_DTYPE_CHOICES)}"
+        )
+    b = _KV_DTYPES[key]
+    if b is None:
+        b = int(weight_format(arch, dtype).dtype_bytes)
+    return b
+
+
+def _check_positive(name: str, value: Any) -> None:
+    if value is None or value < 1:
+        raise SizingError(name, f"{name} must be a positive integer (got {value})")
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _round_up(x: float, align: int) -> int:
+    return int(-(-x // align) * align)
+

@@ -1,0 +1,359 @@
+"""Parameter counts and weight bytes per GPU (how vLLM shards each tensor
+over tensor- and pipeline-parallel ranks), and vLLM's TP-size rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from llmctl.catalog import ModelArch
+from llmctl.sizing.formats import (
+    _QUANT_SCHEMES,
+    MXFP4_HIDDEN_ALIGN,
+    MXFP4_INTER_ALIGN,
+    SizingError,
+    WeightFormat,
+    _check_positive,
+    _round_up,
+    _scheme_bytes,
+    weight_format,
+)
+
+# vLLM pads the vocabulary of VocabParallelEmbedding / ParallelLMHead to a
+# multiple of 64 and then splits it evenly over TP ranks
+# (vllm/model_executor/layers/vocab_parallel_embedding.py,
+# DEFAULT_VOCAB_PADDING_SIZE = 64; num_embeddings_per_partition =
+# divide(num_embeddings_padded, tp_size)).
+VOCAB_PADDING = 64
+
+@dataclass(frozen=True)
+class ParamCount:
+    """Parameters of the language model as vLLM loads it.
+
+    ``total`` counts every expert and the embeddings once when tied; it
+    excludes the MTP / next-n prediction layers (``mtp``: vLLM loads them only
+    for speculative decoding) and vision towers (not derivable from the text
+    config; ``excluded`` says so).
+    """
+
+    total: int
+    active: int
+    embedding: int
+    lm_head: int
+    attention: int
+    dense_mlp: int
+    experts: int
+    shared_experts: int
+    router: int
+    norms: int
+    mtp: int = 0
+    excluded: tuple[str, ...] = ()
+
+    @property
+    def total_with_mtp(self) -> int:
+        return self.total + self.mtp
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """Parameters of one decoder layer, by how vLLM shards them over TP."""
+
+    attn_split: int  # q / o projections (and MLA q_b, kv_b): split over TP
+    attn_kv: int  # k / v projections: split while TP <= kv heads, else replicated per head
+    attn_replicated: int  # MLA q_a / kv_a (ReplicatedLinear), attention sinks
+    mlp_split: int  # dense MLP
+    experts: int  # routed experts (FusedMoE: each expert split over TP)
+    shared: int  # shared experts (split over TP)
+    router: int  # replicated
+    norms: int  # replicated
+
+    @property
+    def total(self) -> int:
+        return (
+            self.attn_split + self.attn_kv + self.attn_replicated + self.mlp_split
+            + self.experts + self.shared + self.router + self.norms
+        )
+
+
+def _tied(arch: ModelArch) -> bool:
+    if arch.tie_word_embeddings is not None:
+        return arch.tie_word_embeddings
+    # transformers' config-class defaults: Gemma ties, Llama/Qwen2/Mistral don't.
+    return arch.model_type.startswith("gemma")
+
+
+def _is_gpt_oss(arch: ModelArch) -> bool:
+    return arch.model_type == "gpt_oss"
+
+
+def _attention(arch: ModelArch) -> tuple[int, int, int]:
+    """(split, kv, replicated) attention parameters of one layer."""
+    h = arch.hidden_size
+    heads = arch.num_attention_heads
+    if arch.mla is not None:
+        m = arch.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        replicated = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank  # kv_a_proj_with_mqa + kv_a_layernorm
+        if m.q_lora_rank:
+            replicated += h * m.q_lora_rank + m.q_lora_rank  # q_a_proj + q_a_layernorm
+            split = m.q_lora_rank * heads * qk  # q_b_proj
+        else:
+            split = h * heads * qk  # q_proj
+        split += m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)  # kv_b_proj
+        split += heads * m.v_head_dim * h  # o_proj
+        return split, 0, replicated
+    hd = arch.head_dim_effective
+    kvh = arch.num_key_value_heads
+    split = 2 * h * heads * hd  # q_proj + o_proj
+    kv = 2 * h * kvh * hd  # k_proj + v_proj
+    replicated = 0
+    if arch.attention_bias:
+        split += heads * hd
+        kv += 2 * kvh * hd
+        if _is_gpt_oss(arch):
+            split += h  # gpt-oss o_proj has a bias too
+    if _is_gpt_oss(arch):
+        replicated += heads  # attention sinks, one per head
+    return split, kv, replicated
+
+
+def _layers(arch: ModelArch) -> list[_Layer]:
+    h = arch.hidden_size
+    attn_split, attn_kv, attn_rep = _attention(arch)
+    norms = 2 * h
+    if arch.model_type.startswith("gemma2") or arch.model_type.startswith("gemma3"):
+        norms = 4 * h  # pre/post attention and pre/post feed-forward norms
+    if arch.model_type.startswith(("qwen3", "gemma3")):
+        norms += 2 * arch.head_dim_effective  # q_norm / k_norm
+    if arch.mla is not None:
+        pass  # MLA layernorms are counted in attn_rep
+    dense = 3 * h * arch.intermediate_size  # gate, up, down
+    out: list[_Layer] = []
+    for i in range(arch.num_hidden_layers):
+        moe = arch.moe
+        if moe is None or i < moe.first_k_dense_replace:
+            out.append(_Layer(attn_split, attn_kv, attn_rep, dense, 0, 0, 0, norms))
+            continue
+        inter = moe.moe_intermediate_size or arch.intermediate_size
+        experts = moe.num_experts * 3 * h * inter
+        router = h * moe.num_experts
+        if _is_gpt_oss(arch):
+            experts += moe.num_experts * (2 * inter + h)  # gate_up and down biases
+            router += moe.num_experts  # router bias
+        shared = 0
+        if moe.shared_expert_intermediate_size:  # Qwen2-MoE style: one wide shared expert + its gate
+            shared = 3 * h * moe.shared_expert_intermediate_size + h
+        elif moe.num_shared_experts:  # DeepSeek style: n shared experts of moe_intermediate_size
+            shared = moe.num_shared_experts * 3 * h * inter
+        out.append(_Layer(attn_split, attn_kv, attn_rep, 0, experts, shared, router, norms))
+    return out
+
+
+def count_parameters(arch: ModelArch) -> ParamCount:
+    """Parameters from the architecture facts (see :class:`ParamCount`)."""
+    h = arch.hidden_size
+    if arch.vocab_size is None:
+        raise SizingError("vocab_size", "the architecture has no vocab_size; cannot count embedding parameters")
+    embedding = arch.vocab_size * h
+    lm_head = 0 if _tied(arch) else arch.vocab_size * h
+    layers = _layers(arch)
+    attention = sum(l.attn_split + l.attn_kv + l.attn_replicated for l in layers)
+    dense = sum(l.mlp_split for l in layers)
+    experts = sum(l.experts for l in layers)
+    shared = sum(l.shared for l in layers)
+    router = sum(l.router for l in layers)
+    norms = sum(l.norms for l in layers) + h  # + final norm
+    total = embedding + lm_head + attention + dense + experts + shared + router + norms
+    active = total
+    if arch.moe is not None and arch.moe.num_experts:
+        active = total - experts + experts * arch.moe.num_experts_per_tok // arch.moe.num_experts
+    mtp = 0
+    if arch.num_nextn_predict_layers:
+        # DeepSeek-V3 MTP module: one more (MoE) decoder layer, enorm + hnorm,
+        # eh_proj (2h -> h), shared_head norm, and its own copies of the
+        # embedding and output head in the checkpoint (model.layers.61.*).
+        last = layers[-1]
+        per = last.total + 2 * h + 2 * h * h + h + embedding + arch.vocab_size * h
+        mtp = arch.num_nextn_predict_layers * per
+    excluded = ("vision tower (not derivable from the text config)",) if arch.vision else ()
+    return ParamCount(
+        total=total, active=active, embedding=embedding, lm_head=lm_head, attention=attention,
+        dense_mlp=dense, experts=experts, shared_experts=shared, router=router, norms=norms,
+        mtp=mtp, excluded=excluded,
+    )
+
+
+def safetensors_total_bytes(index: dict[str, Any]) -> int:
+    """``metadata.total_size`` of a parsed model.safetensors.index.json."""
+    try:
+        size = int(index["metadata"]["total_size"])
+    except (KeyError, TypeError, ValueError):
+        raise SizingError("weights", "model.safetensors.index.json has no metadata.total_size") from None
+    if size <= 0:
+        raise SizingError("weights", "metadata.total_size must be positive")
+    return size
+
+
+def pp_partition(num_layers: int, pp: int) -> list[int]:
+    """Layers per pipeline stage as vLLM assigns them (vllm/distributed/utils.py
+    get_pp_indices: the remainder goes to the stages before the last one)."""
+    if pp < 1 or pp > num_layers:
+        raise SizingError("pp", f"pipeline parallel size must be between 1 and the number of layers ({num_layers})")
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
+def _padded_vocab(vocab: int) -> int:
+    return -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    total: int  # whole model as loaded (all GPUs of one replica hold it once, plus replicas)
+    per_gpu: int  # the most loaded GPU (worst pipeline stage)
+    per_stage: tuple[int, ...]  # per GPU, for each pipeline stage
+    replicated_per_gpu: int  # part of per_gpu that every TP rank holds in full
+    fmt: WeightFormat
+    from_index: bool = False
+
+
+def _layer_bytes(layer: _Layer, arch: ModelArch, fmt: WeightFormat, tp: int) -> tuple[float, float]:
+    """(bytes per GPU, of which replicated) for one layer at TP."""
+    lin = _scheme_bytes(fmt, "linear")
+    exp = _scheme_bytes(fmt, "expert")
+    plain = _scheme_bytes(fmt, "plain")
+    kvh = arch.num_key_value_heads
+    # k/v: each rank holds max(1, kv_heads / tp) heads (replicated when tp > kv heads)
+    kv_frac = max(1, kvh // tp) / kvh if arch.mla is None else 0
+    replicated = layer.attn_replicated * lin + layer.router * plain + layer.norms * plain
+    experts = layer.experts * exp / tp
+    if fmt.scheme == "mxfp4" and layer.experts and arch.moe is not None:
+        h = arch.hidden_size
+        inter = arch.moe.moe_intermediate_size or arch.intermediate_size
+        hp = _round_up(h, MXFP4_HIDDEN_ALIGN)
+        ip = _round_up(-(-inter // tp), MXFP4_INTER_ALIGN)
+        experts = experts * (hp * ip) / (h * inter / tp)
+    split = (layer.attn_split + layer.mlp_split + layer.shared) * lin / tp + experts
+    kv = layer.attn_kv * lin * kv_frac
+    return split + kv + replicated, replicated
+
+
+def weight_bytes(
+    arch: ModelArch,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    dtype: str = "auto",
+    weights_total_bytes: Optional[int] = None,
+) -> WeightBytes:
+    """Weight bytes of the model and per GPU at TP × PP.
+
+    Embeddings and lm_head are vocab-parallel (split over TP, padded to 64);
+    attention and MLP projections and every MoE expert are split over TP;
+    k/v projections are replicated once TP exceeds the KV heads; norms, the
+    MoE router and MLA's q_a / kv_a projections (ReplicatedLinear) are
+    replicated.  Embeddings sit on the first pipeline stage, lm_head on the
+    last.  With ``weights_total_bytes`` (e.g. metadata.total_size of
+    model.safetensors.index.json) the per-GPU split keeps this structure but
+    is scaled to the exact total (MTP layers included, since checkpoints carry
+    them).
+    """
+    _check_positive("tp", tp)
+    _check_positive("pp", pp)
+    fmt = weight_format(arch, dtype)
+    pc = count_parameters(arch)
+    layers = _layers(arch)
+    plain = _scheme_bytes(fmt, "plain")
+    vocab_rows = _padded_vocab(arch.vocab_size or 0)
+    emb_gpu = vocab_rows / tp * arch.hidden_size * plain
+    parts = pp_partition(arch.num_hidden_layers, pp)
+    per_stage: list[float] = []
+    rep_stage: list[float] = []
+    start = 0
+    for s, n in enumerate(parts):
+        b = 0.0
+        rep = 0.0
+        for layer in layers[start:start + n]:
+            lb, lr = _layer_bytes(layer, arch, fmt, tp)
+            b += lb
+            rep += lr
+        start += n
+        if s == 0:
+            b += emb_gpu
+        if s == pp - 1:
+            if not _tied(arch) or pp > 1:
+                b += emb_gpu  # lm_head (a tied head on a later stage is a separate copy)
+            b += arch.hidden_size * plain  # final norm
+            rep += arch.hidden_size * plain
+        per_stage.append(b)
+        rep_stage.append(rep)
+    total_model = 0.0
+    for layer in layers:
+        lb, _ = _layer_bytes(layer, arch, fmt, 1)
+        total_model += lb
+    total_model += (pc.embedding + pc.lm_head + arch.hidden_size) * plain
+    from_index = weights_total_bytes is not None
+    if from_index:
+        if weights_total_bytes <= 0:
+            raise SizingError("weights", "weights_total_bytes must be positive")
+        mtp_bytes = 0.0
+        if pc.mtp:
+            mtp_bytes = _layer_bytes(layers[-1], arch, fmt, 1)[0] * arch.num_nextn_predict_layers
+            mtp_bytes += (pc.mtp - layers[-1].total * arch.num_nextn_predict_layers) * plain
+        scale = weights_total_bytes / (total_model + mtp_bytes)
+        per_stage = [b * scale for b in per_stage]
+        rep_stage = [r * scale for r in rep_stage]
+        total_model = total_model * scale
+    worst = max(range(pp), key=lambda i: per_stage[i])
+    return WeightBytes(
+        total=int(total_model),
+        per_gpu=int(per_stage[worst]),
+        per_stage=tuple(int(b) for b in per_stage),
+        replicated_per_gpu=int(rep_stage[worst]),
+        fmt=fmt,
+        from_index=from_index,
+    )
+
+
+
+def tp_problem(arch: ModelArch, tp: int) -> Optional[str]:
+    """Why vLLM would refuse this TP size for the model (None when it accepts it).
+
+    Rules: attention heads divisible by TP (ModelConfig.verify_with_parallel_config);
+    KV heads divisible by TP, or TP divisible by KV heads (attention layers'
+    asserts); the 64-padded vocabulary divisible by TP (VocabParallelEmbedding
+    divide()); with block-quantized fp8 or int4 group-quantized checkpoints,
+    the per-rank MLP / expert width must stay a multiple of the 128 block /
+    group size.
+    """
+    if tp < 1:
+        return "tensor parallel size must be at least 1"
+    heads = arch.num_attention_heads
+    if heads % tp:
+        return f"TP {tp} does not divide the {heads} attention heads"
+    kvh = arch.num_key_value_heads
+    if arch.mla is None and (kvh % tp if tp <= kvh else tp % kvh):
+        return f"TP {tp} and the {kvh} KV heads do not divide one another"
+    if arch.vocab_size and _padded_vocab(arch.vocab_size) % tp:
+        return f"TP {tp} does not divide the padded vocabulary ({_padded_vocab(arch.vocab_size)})"
+    fmt_scheme = _QUANT_SCHEMES.get((arch.quantization or "").lower())
+    if fmt_scheme in ("fp8", "int4") and arch.quantization not in ("fbgemm_fp8", "modelopt", "ptpc_fp8"):
+        widths = []
+        if arch.moe is None or arch.moe.first_k_dense_replace:
+            widths.append(arch.intermediate_size)
+        if arch.moe is not None:
+            widths.append(arch.moe.moe_intermediate_size or arch.intermediate_size)
+        for w in widths:
+            if (w // tp) % 128 or w % tp:
+                return f"TP {tp} splits the {w}-wide MLP into {w / tp:g}-wide shards, not a multiple of the 128 quantization block"
+    return None
+
+
+def valid_tp_sizes(arch: ModelArch, gpus_per_node: int = 8) -> list[int]:
+    """TP sizes vLLM accepts for the model, up to one node (see :func:`tp_problem`).
+    Not necessarily powers of two (e.g. 6 for 48 heads), though 1/2/4/8 are
+    what one node offers in practice."""
+    return [t for t in range(1, gpus_per_node + 1) if tp_problem(arch, t) is None]
+

@@ -1,0 +1,51 @@
+"""What a string names: a cloud bucket, a local path, an HF repo id, a token.
+
+One definition of each, used by the catalog (resolving ``--model``), the spec
+(LoRA paths, token variable names), validate and launch.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+# Schemes Ray Serve LLM downloads weights and LoRA adapters from.
+CLOUD_SCHEMES = ("s3://", "gs://", "abfss://", "azure://")
+
+_HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Hugging Face user access tokens: "hf_" and 34 letters/digits today; 20+ is
+# enough to tell one from a variable name such as hf_token.
+_HF_TOKEN = re.compile(r"^hf_[A-Za-z0-9]{20,}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+
+
+def is_cloud_uri(text: str) -> bool:
+    return isinstance(text, str) and text.startswith(CLOUD_SCHEMES)
+
+
+def looks_local_path(text: str) -> bool:
+    """A path as users type one (``/abs``, ``./rel``, ``../rel``, ``~/x``, ``.``)."""
+    return isinstance(text, str) and (text in (".", "..") or text.startswith(("/", "./", "../", "~")))
+
+
+def is_hf_repo_id(text: str) -> bool:
+    return isinstance(text, str) and bool(_HF_REPO.match(text))
+
+
+def looks_like_hf_token(text: str) -> bool:
+    return isinstance(text, str) and bool(_HF_TOKEN.match(text.strip()))
+
+
+def is_env_name(text: str) -> bool:
+    return isinstance(text, str) and bool(_ENV_NAME.match(text))
+
+
+def env_ref(value: object) -> Optional[str]:
+    """``VAR`` when ``value`` is exactly ``"${VAR}"`` (a reference, not a value)."""
+    m = _ENV_REF.match(value) if isinstance(value, str) else None
+    return m.group(1) if m else None
+
+
+def env_ref_text(name: str) -> str:
+    return "${" + name + "}"

@@ -1,0 +1,135 @@
+"""Files in, diagnostics out: the entry points of validation."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, Optional
+
+import yaml
+
+from llmctl.errors import ValidationFailed
+from llmctl.sources import looks_local_path
+from llmctl.validate.documents import Diagnostic, _Doc, _read_doc, _Sink, errors_only
+from llmctl.validate.llm_config import SERVE_LLM_IMPORT_PATHS, check_llm_config
+from llmctl.validate.serve_config import check_serve_config, ray_serve_schema
+
+
+def _check_doc(doc: _Doc, results: list[Diagnostic], base_dir: Path, *, kind: Optional[str], local_node: bool,
+               check_model_file, model_file_exists) -> Optional[str]:
+    """Every check of one parsed document (serve or model config)."""
+    sink = _Sink(doc)
+    is_serve = "applications" in doc.data
+    model_id = None
+    if kind == "model" and is_serve:
+        sink.add((), "expected a model config (LLMConfig) but this is a serve config", code="not-a-config")
+    elif is_serve:
+        check_serve_config(doc, sink, base_dir, check_model_file, model_file_exists, local_node=local_node)
+    elif "model_loading_config" in doc.data or kind == "model":
+        model_id = check_llm_config(doc.data, sink, base_dir=base_dir, local_node=local_node)
+    else:
+        sink.add((), "neither a serve config (no 'applications') nor a model config (no 'model_loading_config')", code="not-a-config")
+    results.extend(sink.items)
+    return model_id
+
+
+def _validate_file(path: Path, results: list[Diagnostic], kind: Optional[str] = None, local_node: bool = True) -> Optional[str]:
+    doc = _read_doc(path, results)
+    if doc is None:
+        return None
+    return _check_doc(
+        doc, results, path.resolve().parent, kind=kind, local_node=local_node,
+        check_model_file=lambda target: _validate_file(target, results, kind="model", local_node=local_node),
+        model_file_exists=Path.is_file,
+    )
+
+
+def _ordered(results: list[Diagnostic], first_file: str) -> list[Diagnostic]:
+    """Line order within a file; the named file first, then files it references."""
+    return sorted(results, key=lambda d: (d.file != first_file, d.file, d.line or 0))
+
+
+def _unique(results: Iterable[Diagnostic]) -> list[Diagnostic]:
+    """A model file reached twice (directly and from a serve config) reports once."""
+    seen: set[str] = set()
+    out = []
+    for d in results:
+        key = str(d)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
+
+
+def validate_paths(paths: Iterable[Path | str], *, local_node: bool = True) -> list[Diagnostic]:
+    """Diagnostics for every file (errors and warnings), in file order.
+    ``local_node=False``: the models are served by another machine, so a local
+    model path missing here is only a warning."""
+    results: list[Diagnostic] = []
+    for p in paths:
+        one: list[Diagnostic] = []
+        _validate_file(Path(p), one, local_node=local_node)
+        results += _ordered(one, str(p))
+    return _unique(results)
+
+
+def validate_rendered(docs: Iterable[tuple[str, str, str]]) -> list[Diagnostic]:
+    """Check documents before they are written: (path, text, kind) with kind
+    "model" or "serve". Every document goes through every check a file on
+    disk would; a serve config's llm_configs paths resolve to the rendered
+    model documents."""
+    docs = list(docs)
+    rendered = {str(Path(path)): text for path, text, kind in docs if kind == "model"}
+    results: list[Diagnostic] = []
+    ids: dict[str, Optional[str]] = {}
+    for path, text, kind in docs:
+        if kind == "model":
+            ids[str(Path(path))] = _check_doc(_Doc(path, text), results, Path(path).parent, kind="model", local_node=True,
+                                              check_model_file=None, model_file_exists=None)
+    for path, text, kind in docs:
+        if kind == "serve":
+            _check_doc(_Doc(path, text), results, Path(path).parent, kind=None, local_node=True,
+                       check_model_file=lambda target: ids.get(str(target)),
+                       model_file_exists=lambda target: str(target) in rendered)
+    return _unique(results)
+
+
+def load_deployable(serve_path: Path | str, *, local_node: bool = True) -> dict:
+    """The serve config as data with each llm_configs file inlined (so it works
+    on any cluster, from any directory). Raises ValidationFailed if invalid."""
+    serve_path = Path(serve_path)
+    diags = validate_paths([serve_path], local_node=local_node)
+    errs = errors_only(diags)
+    if errs:
+        raise ValidationFailed(errs)
+    data = yaml.safe_load(serve_path.read_text(encoding="utf-8"))
+    if "applications" not in data:
+        raise ValidationFailed([Diagnostic(str(serve_path), 1, "", "expected a serve config (applications: …); `llmctl up` deploys serve configs",
+                                           code="not-a-config")])
+    base_dir = serve_path.resolve().parent
+    for app in data["applications"]:
+        if app.get("import_path") not in SERVE_LLM_IMPORT_PATHS:
+            continue
+        inlined = []
+        for entry in app["args"]["llm_configs"]:
+            if isinstance(entry, str):
+                p = Path(os.path.expanduser(entry))
+                target = p if p.is_absolute() else base_dir / p
+                cfg = yaml.safe_load(target.read_text(encoding="utf-8"))
+                _absolutize_source(cfg, target.parent)
+                inlined.append(cfg)
+            else:
+                _absolutize_source(entry, base_dir)
+                inlined.append(entry)
+        app["args"]["llm_configs"] = inlined
+    return data
+
+
+def _absolutize_source(cfg: dict, base_dir: Path) -> None:
+    mlc = cfg.get("model_loading_config") or {}
+    src = mlc.get("model_source")
+    if isinstance(src, str) and looks_local_path(src) and not os.path.isabs(os.path.expanduser(src)):
+        mlc["model_source"] = str((base_dir / src).resolve())
+
+
+__all__ = ["validate_paths", "validate_rendered", "load_deployable", "ray_serve_schema"]

@@ -1,0 +1,247 @@
+"""Checks of one LLMConfig (a model config file, or an inline mapping in a
+serve config): Ray's own LLMConfig, plus what Ray skips or words badly.
+
+The rules themselves (TP, context length, replicas, fit) are the ones
+gen-config applies (:mod:`llmctl.spec`, :mod:`llmctl.sizing`): a file
+gen-config writes and a file validate accepts cannot disagree.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+from llmctl.errors import ModelNotFound
+from llmctl.sources import is_cloud_uri, looks_like_hf_token, looks_local_path
+from llmctl.validate.deployment import check_deployment_config, clean_msg, is_int
+from llmctl.validate.documents import _Sink
+from llmctl.validate.reference import _suggest, ray_accelerator_types, vllm_engine_args
+
+SERVE_LLM_IMPORT_PATHS = ("ray.serve.llm:build_openai_app", "ray.serve.llm.build_openai_app")
+
+# Keys Ray Serve LLM sets itself or accepts in engine_kwargs beyond vLLM's
+# EngineArgs (Ray passes engine_kwargs to vLLM; `model` and
+# `served_model_name` are filled from model_loading_config).
+RAY_ENGINE_KWARGS = {"model", "served_model_name"}
+
+VLLM_DTYPES = {"auto", "half", "float16", "bfloat16", "float", "float32"}
+
+_clean_msg = clean_msg  # re-exported for serve_config
+
+
+def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path, local_node: bool = True) -> Optional[str]:
+    """All checks of one LLMConfig mapping. Returns its model_id if readable."""
+    if not isinstance(data, dict):
+        sink.add((), "a model config must be a mapping (an LLMConfig)", code="not-a-config")
+        return None
+    model_id, source = _check_source(data, sink, base_dir, local_node)
+    check_deployment_config(data.get("deployment_config", {}), sink)
+    gpu, cpu_only, bundles = _check_placement(data, sink)
+    ek = data.get("engine_kwargs", {})
+    tp, pp, mml = 1, 1, None
+    if ek is not None and not isinstance(ek, dict):
+        sink.add(("engine_kwargs",), "must be a mapping of vLLM engine arguments")
+    elif isinstance(ek, dict):
+        tp, pp, mml = _check_engine_kwargs(ek, sink)
+        if cpu_only and isinstance(bundles, list) and len(bundles) != tp * pp and not sink.has(("engine_kwargs", "tensor_parallel_size")):
+            sink.add(("placement_group_config", "bundles"),
+                     f"{len(bundles)} bundles for TP {tp} x PP {pp} = {tp * pp} engine workers; give one bundle per worker",
+                     code="cpu-bundles")
+    _check_model_rules(source, base_dir, gpu, cpu_only, ek if isinstance(ek, dict) else {}, tp, pp, mml, sink)
+    _check_lora(data, ek, model_id, sink)
+    _check_secrets(data, sink)
+    # Ray's own schema last, for what llmctl did not already explain better.
+    _ray_llm_config(data, sink)
+    return model_id
+
+
+def _check_source(data: dict, sink: _Sink, base_dir: Path, local_node: bool) -> tuple[Optional[str], Any]:
+    mlc = data.get("model_loading_config")
+    if not isinstance(mlc, dict):
+        sink.add(("model_loading_config",), "required: a mapping with model_id (and model_source)")
+        return None, None
+    model_id = mlc.get("model_id")
+    if not isinstance(model_id, str) or not model_id.strip():
+        sink.add(("model_loading_config", "model_id"), "required: the id clients send as \"model\"")
+        model_id = None
+    source = mlc.get("model_source", model_id)
+    if isinstance(source, str) and looks_local_path(source):
+        p = Path(os.path.expanduser(source))
+        p = p if p.is_absolute() else base_dir / p
+        # On a remote cluster the path is looked up on the nodes, not here.
+        sev, where = ("error", "") if local_node else ("warning", " on this machine; every node that runs a replica needs it")
+        if not p.exists():
+            sink.add(("model_loading_config", "model_source"), f"local model path '{source}' does not exist{where}", sev, code="local-source")
+        elif not (p / "config.json").is_file():
+            sink.add(("model_loading_config", "model_source"), f"local model directory '{source}' has no config.json{where}", sev,
+                     code="local-source")
+    if isinstance(source, dict):
+        uri = source.get("bucket_uri")
+        if not isinstance(uri, str) or not (is_cloud_uri(uri) or uri.startswith("pyarrow-")):
+            sink.add(("model_loading_config", "model_source", "bucket_uri"), "must be a cloud URI (s3://… or gs://…)")
+    return model_id, source
+
+
+def _check_placement(data: dict, sink: _Sink):
+    """(GPU type or None, CPU-only?, bundles) from accelerator_type and placement."""
+    from llmctl.hardware import GPUS, by_ray_type
+
+    acc = data.get("accelerator_type")
+    pgc = data.get("placement_group_config")
+    bundles = pgc.get("bundles") if isinstance(pgc, dict) else None
+    cpu_only = bool(isinstance(bundles, list) and bundles and all(
+        isinstance(b, dict) and not b.get("GPU") and not b.get("TPU") for b in bundles
+    ))
+    acc_cfg = data.get("accelerator_config")
+    if isinstance(acc_cfg, dict) and acc_cfg.get("kind") == "cpu":
+        cpu_only = True
+    gpu = None
+    if acc is not None:
+        known = ray_accelerator_types()
+        if not isinstance(acc, str) or (acc not in known and acc != "A10"):
+            common = [g.ray_type for g in GPUS.values() if g.ray_type]
+            sink.add(("accelerator_type",), f"unknown accelerator type {acc!r}{_suggest(str(acc), known)}; Ray accepts e.g. {', '.join(common)}",
+                     code="accelerator")
+        else:
+            gpu = by_ray_type("A10G" if acc == "A10" else acc)
+            if cpu_only:
+                sink.add(("accelerator_type",), f"'{acc}' cannot be combined with CPU-only placement bundles; remove accelerator_type "
+                                                "for a CPU deployment or add GPU to the bundles", code="accelerator")
+    elif cpu_only:
+        gpu = GPUS["cpu"]
+    return gpu, cpu_only, bundles
+
+
+def _check_engine_kwargs(ek: dict, sink: _Sink) -> tuple[int, int, Optional[int]]:
+    names, origin = vllm_engine_args()
+    for k in ek:
+        if k not in names and k not in RAY_ENGINE_KWARGS:
+            sink.add(("engine_kwargs", k), f"not a vLLM engine argument{_suggest(str(k), names)} (checked against {origin})",
+                     code="unknown-engine-arg")
+    for key in ("tensor_parallel_size", "pipeline_parallel_size"):
+        if key in ek and (not is_int(ek[key]) or ek[key] < 1):
+            sink.add(("engine_kwargs", key), f"must be a positive integer, got {ek[key]!r}", code="bad-engine-arg")
+    tp = ek.get("tensor_parallel_size", 1) if is_int(ek.get("tensor_parallel_size", 1)) else 1
+    pp = ek.get("pipeline_parallel_size", 1) if is_int(ek.get("pipeline_parallel_size", 1)) else 1
+    mml = None
+    if "max_model_len" in ek:
+        v = ek["max_model_len"]
+        if v == -1:
+            pass  # vLLM >= 0.11: pick the largest context that fits
+        elif not is_int(v) or v < 1:
+            sink.add(("engine_kwargs", "max_model_len"), f"must be a positive integer (or -1: the most that fits), got {v!r}",
+                     code="bad-engine-arg")
+        else:
+            mml = v
+    if "gpu_memory_utilization" in ek:
+        g = ek["gpu_memory_utilization"]
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g <= 1:
+            sink.add(("engine_kwargs", "gpu_memory_utilization"), f"must be a fraction in (0, 1], got {g!r}", code="bad-engine-arg")
+    if "dtype" in ek and ek["dtype"] not in VLLM_DTYPES:
+        sink.add(("engine_kwargs", "dtype"), f"must be one of {', '.join(sorted(VLLM_DTYPES))}, got {ek['dtype']!r}", code="bad-engine-arg")
+    return tp, pp, mml
+
+
+def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp: int, pp: int, mml: Optional[int], sink: _Sink) -> None:
+    """TP, context length and fit: the rules gen-config applies."""
+    from llmctl import sizing
+    from llmctl.catalog import known_profile
+    from llmctl.hardware import GPUType
+    from llmctl.spec import context_problem, tp_problem
+
+    arch = None
+    if source is not None:
+        try:
+            prof = known_profile(source, base_dir)
+            arch = prof.architecture if prof is not None else None
+        except ModelNotFound as e:
+            sink.warn(("model_loading_config", "model_source"), f"{e.message}; the TP, context and fit checks were skipped",
+                      code="model-unreadable")
+    if gpu is None and not cpu_only:
+        gpu = GPUType("GPU", "GPU", 0.0, "-", 8, "unspecified GPU type")  # TP limit of a common 8-GPU node
+    if gpu is not None and not sink.has(("engine_kwargs", "tensor_parallel_size")):
+        problem = tp_problem(arch, tp, pp, gpu)
+        if problem:
+            sink.add(("engine_kwargs", "tensor_parallel_size"), problem, code="tp")
+    if mml is not None and not os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN"):
+        problem = context_problem(arch, mml)
+        if problem:
+            sink.add(("engine_kwargs", "max_model_len"), problem, code="context")
+    keys = ("tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "dtype", "gpu_memory_utilization", "kv_cache_dtype")
+    if arch is None or gpu is None or not gpu.memory_gib or any(sink.has(("engine_kwargs", k)) for k in keys):
+        return
+    try:
+        plan = sizing.plan_for_gpu(
+            arch, gpu, tp=tp, pp=pp, max_model_len=mml, gpu_memory_utilization=ek.get("gpu_memory_utilization"),
+            dtype=str(ek.get("dtype", "auto")), kv_cache_dtype=str(ek.get("kv_cache_dtype", "auto")),
+        )
+    except sizing.SizingError as e:
+        sink.warn(("engine_kwargs",), f"cannot size this model: {e.message}; the fit check was skipped", code="not-sized")
+        return
+    if plan is None:
+        return
+    where = f"{gpu.name} at TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
+    if plan.verdict == "does_not_fit":
+        sink.add(("engine_kwargs", "tensor_parallel_size"), f"does not fit on {where}: {plan.reason}", code="does-not-fit")
+    elif plan.verdict == "tight":
+        sink.warn(("engine_kwargs", "tensor_parallel_size"), f"tight on {where}: {plan.reason}", code="tight")
+
+
+def _check_lora(data: dict, ek: Any, model_id: Optional[str], sink: _Sink) -> None:
+    lc = data.get("lora_config")
+    if not isinstance(lc, dict):
+        return
+    path = lc.get("dynamic_lora_loading_path")
+    if path is not None and not is_cloud_uri(path):
+        sink.add(("lora_config", "dynamic_lora_loading_path"),
+                 f"{path!r} is not a remote URI; Ray Serve LLM loads adapters from s3://, gs://, abfss:// or azure://", code="lora")
+    n = lc.get("max_num_adapters_per_replica")
+    if isinstance(ek, dict) and n is not None and ek.get("max_loras") not in (None, n):
+        sink.add(("engine_kwargs", "max_loras"), f"{ek.get('max_loras')} must equal lora_config.max_num_adapters_per_replica ({n}) "
+                                                 "(Ray's multi-LoRA guide)", code="lora")
+    if isinstance(ek, dict) and path and not ek.get("enable_lora"):
+        sink.add(("engine_kwargs", "enable_lora"), "must be true when lora_config is set, or vLLM rejects adapter requests", code="lora")
+    if model_id and ":" in model_id:
+        sink.warn(("model_loading_config", "model_id"), "contains ':' which Ray uses to separate the base model from a LoRA adapter name",
+                  code="lora")
+
+
+def _check_secrets(data: dict, sink: _Sink) -> None:
+    rte = data.get("runtime_env")
+    if isinstance(rte, dict) and isinstance(rte.get("env_vars"), dict):
+        for k, v in rte["env_vars"].items():
+            if looks_like_hf_token(v):
+                sink.add(("runtime_env", "env_vars", k), "holds a literal Hugging Face token; write \"${HF_TOKEN}\" (the variable's name) "
+                                                         "and export the token where you deploy", code="literal-token")
+
+
+def _ray_llm_config(data: dict, sink: _Sink) -> None:
+    from pydantic import ValidationError
+    from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+
+    try:
+        LLMConfig.model_validate(copy.deepcopy(data))
+    except ValidationError as e:
+        for err in e.errors():
+            loc = tuple(err["loc"])
+            msg = clean_msg(err["msg"])
+            if not loc:  # a model-level validator: attribute it to the field it names
+                named = sorted((m.start(), f) for f in LLMConfig.model_fields if (m := re.search(rf"\b{f}\b", msg)))
+                if any(sink.has((f,)) for _, f in named):
+                    continue
+                if named:
+                    loc = (named[0][1],)
+            if sink.has(loc):
+                continue
+            code = "ray-schema"
+            if err["type"] == "extra_forbidden":
+                msg = f"unknown field{_suggest(str(loc[-1]), LLMConfig.model_fields)} (Ray's LLMConfig has no such field)"
+                code = "unknown-field"
+            elif msg.startswith("Invalid deployment config") and sink.has(("deployment_config",)):
+                continue
+            sink.add(loc, msg, code=code)
+    except (ValueError, TypeError, AssertionError) as e:
+        sink.add((), clean_msg(str(e)), code="ray-schema")
