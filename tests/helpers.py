@@ -72,3 +72,57 @@ def make_model_dir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_text(json.dumps(tiny_config()), encoding="utf-8")
     return path
+
+
+class Proc:
+    """A child process whose stdout / stderr are collected by reader threads,
+    so a test can wait for a line with a deadline instead of sleeping."""
+
+    def __init__(self, args: list[str], env: dict | None = None):
+        import threading
+
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        self.p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  stdin=subprocess.DEVNULL, text=True, env=full_env)
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._threads = [threading.Thread(target=self._pump, args=(s, buf), daemon=True)
+                         for s, buf in ((self.p.stdout, self.out), (self.p.stderr, self.err))]
+        for t in self._threads:
+            t.start()
+
+    @staticmethod
+    def _pump(stream, buf: list[str]) -> None:
+        for line in stream:
+            buf.append(line)
+
+    def text(self, stream: str = "out") -> str:
+        return "".join(self.out if stream == "out" else self.err)
+
+    def wait_for(self, needle: str, *, stream: str = "out", timeout: float = 120) -> str:
+        """Poll until ``needle`` appears in the stream (AssertionError at the deadline)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.text(stream)
+            if needle in text:
+                return text
+            if self.p.poll() is not None and needle not in self.text(stream):
+                for t in self._threads:
+                    t.join(timeout=5)
+                if needle in self.text(stream):
+                    return self.text(stream)
+                raise AssertionError(f"exited {self.p.returncode} before printing {needle!r}:\n{self.text('out')}\n{self.text('err')}")
+            time.sleep(0.1)
+        raise AssertionError(f"no {needle!r} after {timeout:.0f}s:\n{self.text('out')}\n{self.text('err')}")
+
+    def interrupt(self, timeout: float = 30) -> Result:
+        import signal
+
+        self.p.send_signal(signal.SIGINT)
+        self.p.wait(timeout=timeout)
+        for t in self._threads:
+            t.join(timeout=5)
+        return Result(self.p.returncode, self.text("out"), self.text("err"))

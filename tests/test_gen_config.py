@@ -141,11 +141,18 @@ def test_serve_file_works_from_another_directory(capsys, tmp_path, monkeypatch):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
+    assert run_cli(capsys, "validate", serve_file(out)).code == 0
+
+
+@pytest.mark.engine  # Ray's LLMServingArgs imports vLLM's protocol models
+def test_serve_file_args_are_what_build_openai_app_accepts(capsys, tmp_path, monkeypatch):
+    out = tmp_path / "x"
+    assert run_cli(capsys, "gen-config", "-m", "qwen3-0.6b", "--gpu", "L4", "--max-model-len", "4096", "--yes", "-o", out).code == 0
+    monkeypatch.chdir(tmp_path)
     from ray.llm._internal.serve.core.ingress.builder import LLMServingArgs
 
     serve = load_yaml(serve_file(out))
     LLMServingArgs.model_validate(serve["applications"][0]["args"])  # what build_openai_app runs
-    assert run_cli(capsys, "validate", serve_file(out)).code == 0
 
 
 def test_console_script_runs_without_a_terminal(tmp_path):

@@ -19,7 +19,9 @@ TIMEOUT = 60
 
 
 def _spawn(*args: str, cwd: Path) -> pexpect.spawn:
-    env = dict(os.environ, TERM="xterm-256color", COLUMNS="200", LINES="50", PYTHONUNBUFFERED="1")
+    # PROMPT_TOOLKIT_NO_CPR: prompt_toolkit otherwise asks the terminal for the
+    # cursor position and waits ~1 s per prompt for an answer pexpect never sends.
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS="200", LINES="50", PYTHONUNBUFFERED="1", PROMPT_TOOLKIT_NO_CPR="1")
     child = pexpect.spawn(LLMCTL, list(args), cwd=str(cwd), env=env, encoding="utf-8",
                           dimensions=(50, 200), timeout=TIMEOUT)
     child.logfile_read = sys.stdout if os.environ.get("LLMCTL_TEST_SHOW_PTY") else None
@@ -45,12 +47,13 @@ def test_interactive_flow_matches_flags(capsys, tmp_path):
     c.expect("GPU type")
     c.send(DOWN)                    # the recommended L4 is preselected; one down: A10G
     c.send(ENTER)
-    c.expect("max_model_len")
-    c.send(ENTER)                   # default: the catalog's recommendation for A10G
     c.expect("Tensor-parallel size")
     c.expect("TP 8")                # choices carry the verdict; wait for the full list
     c.send(DOWN)                    # advised TP 1 preselected; one down: TP 2
     c.send(ENTER)
+    c.expect("max_model_len .tokens")
+    c.expect("max_model_len 32,768: llmctl's default context")  # the default says why it was chosen
+    c.send(ENTER)                   # default: 32,768 (qwen3-0.6b's 40,960 capped), which fits at TP 2
     c.expect("Minimum replicas")
     c.send(BACKSPACE + "2" + ENTER)
     c.expect("Maximum replicas")
@@ -109,10 +112,11 @@ def test_interactive_custom_model_gated_token_and_second_model(tmp_path):
     c.send(ENTER)
     c.expect("GPU type")
     c.send(DOWN * 8 + ENTER)        # last entry: cpu
-    c.expect("max_model_len")
-    c.send(ENTER)                   # CPU default: 512
     c.expect("Tensor-parallel size")
     c.send(ENTER)
+    c.expect("max_model_len .tokens")
+    c.expect("default for vLLM's CPU build")
+    c.send(ENTER)                   # CPU default: 512
     c.expect("Minimum replicas")
     c.send(ENTER)
     c.expect("Maximum replicas")
@@ -131,9 +135,9 @@ def test_interactive_custom_model_gated_token_and_second_model(tmp_path):
     c.send(ENTER)
     c.expect("GPU type")
     c.send(ENTER)                   # recommended: L4
-    c.expect("max_model_len")
-    c.send(ENTER)
     c.expect("Tensor-parallel size")
+    c.send(ENTER)
+    c.expect("max_model_len .tokens")
     c.send(ENTER)
     c.expect("Minimum replicas")
     c.send(ENTER)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from helpers import Proc
 
 pytestmark = [pytest.mark.cluster, pytest.mark.engine]
 
@@ -103,13 +104,11 @@ def test_status_on_empty_cluster(cluster_home):
 
 
 def test_status_watch_until_ctrl_c(cluster_home):
-    p = subprocess.Popen([sys.executable, "-m", "llmctl", "status", "--watch"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)  # fmt: skip
-    time.sleep(5)
-    p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=30)
-    assert p.returncode == 0, err
-    assert "no applications" in out and "Traceback" not in err
+    p = Proc([sys.executable, "-m", "llmctl", "status", "--watch"])
+    p.wait_for("no applications")
+    r = p.interrupt()
+    assert r.code == 0, r.err
+    assert "Traceback" not in r.err
 
 
 def test_status_by_address_matches(cluster_home, monkeypatch):
@@ -150,9 +149,9 @@ def test_gpu_config_on_cpu_cluster_fails_fast(cluster_home, tiny_model, tmp_path
     r = llmctl("up", serve, "--timeout", "300")
     assert r.code == 1, (r.out, r.err)
     assert "GPU:1" in r.err and "GPU:0" in r.err and "A10G" in r.err, r.err
-    assert "cannot be scheduled" in r.err
+    assert "cannot be scheduled" in r.err  # named from the state API, not a timeout (bench/ times it)
+    assert "timed out" not in r.err
     assert "Traceback" not in r.err
-    assert r.seconds < 60, f"took {r.seconds:.0f}s to report the missing GPU"
 
     r = llmctl("down", "gpu_app")
     assert r.code == 0, r.err
@@ -295,42 +294,32 @@ def test_logs_show_replica_lines(tiny_app, cluster_home):
 
 
 def test_logs_follow_ctrl_c_keeps_app(tiny_app, cluster_home):
-    p = subprocess.Popen([sys.executable, "-m", "llmctl", "logs", "llm_app", "--follow", "--lines", "2"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)  # fmt: skip
-    time.sleep(4)
+    p = Proc([sys.executable, "-m", "llmctl", "logs", "llm_app", "--follow", "--lines", "2"])
+    p.wait_for("following logs", stream="err")
+    p.wait_for("[controller]")  # the first tail is out: new lines are followed from here
     # a request while following writes new lines (the ingress logs each request)
     post(f"{cluster_home.http}/v1/chat/completions",
          {"model": "tiny-llama", "messages": [{"role": "user", "content": "x"}], "max_tokens": 2})  # fmt: skip
-    time.sleep(2)
-    p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=30)
-    assert p.returncode == 0, err
-    assert "stopped following" in err
-    assert "POST /v1/chat/completions" in out
+    p.wait_for("POST /v1/chat/completions")
+    r = p.interrupt()
+    assert r.code == 0, r.err
+    assert "stopped following" in r.err
     assert llmctl("status").code == 0
 
 
 def test_up_again_is_idempotent_and_follow_keeps_app(tiny_app, cluster_home):
     """Re-running `up` on the unchanged file finds it RUNNING at once; --follow
     tails the logs and Ctrl-C leaves the app running."""
-    env = dict(os.environ, LLMCTL_TEST_TOKEN=SECRET)
-    p = subprocess.Popen([sys.executable, "-m", "llmctl", "up", str(tiny_app["serve"]), "--follow"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)  # fmt: skip
-    t0 = time.monotonic()
-    lines = []
-    for line in p.stdout:  # until the ready message
-        lines.append(line)
-        if line.startswith("next:"):
-            break
-    ready = time.monotonic() - t0
-    time.sleep(3)
-    p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=30)
-    assert p.returncode == 0, err
-    assert any("llm_app is RUNNING" in ln for ln in lines)
-    assert "following logs" in err and "stopped following" in err
-    assert ready < 60, f"re-up of an unchanged, running app took {ready:.0f}s"
-    assert SECRET not in "".join(lines) + out + err
+    p = Proc([sys.executable, "-m", "llmctl", "up", str(tiny_app["serve"]), "--follow"], env={"LLMCTL_TEST_TOKEN": SECRET})
+    p.wait_for("llm_app is RUNNING")
+    p.wait_for("following logs", stream="err")
+    r = p.interrupt()
+    assert r.code == 0, r.err
+    assert "stopped following" in r.err
+    # unchanged config: Serve kept the running replicas (none restarted or updated)
+    assert "STARTING" not in r.err and "UPDATING" not in r.err, r.err
+    assert "HTTP Request" not in r.err  # no client library chatter on the user's terminal
+    assert SECRET not in r.out + r.err
     assert llmctl("status").code == 0
 
 

@@ -50,3 +50,13 @@ def test_readme_plan_example_is_current(capsys):
     assert _cells(block) and _cells(block) == _cells(r.out)
     advised = [ln for ln in block.splitlines() if ln.startswith("advised:")]
     assert advised and advised[0] in r.out
+
+
+def test_readme_python_api_example_runs(tmp_path, monkeypatch):
+    block = README.split("## Python API", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(block, "README.md (Python API)", "exec"), namespace)
+    gen = namespace["gen"]
+    assert gen.serve_file.is_file() and gen.serve_file.parent == tmp_path / "configs"
+    assert namespace["best"]["tp"] == gen.spec.models[0].tp

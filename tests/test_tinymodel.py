@@ -8,6 +8,8 @@ import pytest
 
 from llmctl import tinymodel
 
+pytestmark = pytest.mark.engine  # torch, transformers, tokenizers: the cpu extra
+
 
 def test_same_bytes_twice(tmp_path, tiny_model):
     again = tinymodel.build_tiny_model(tmp_path / "again")

@@ -20,7 +20,7 @@ app = typer.Typer(
     name="llmctl",
     help="Generate, validate, size and launch Ray Serve LLM deployments.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )

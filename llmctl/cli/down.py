@@ -13,10 +13,10 @@ from llmctl.cli.options import AddressOpt, JsonOpt
 
 @app.command("down")
 def down_cmd(
-    app_name: Annotated[Optional[str], typer.Argument(metavar="[APP]", help="Application to delete (default: all).")] = None,
+    app_name: Annotated[Optional[str], typer.Argument(metavar="APP", help="Application to delete (default: all).")] = None,
     address: AddressOpt = None,
     cluster: Annotated[bool, typer.Option("--cluster", help="Also stop the local Ray head llmctl started (by its PIDs).")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the apps to be gone.")] = 120.0,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="Seconds to wait for the apps to be gone.")] = 120.0,
     json_out: JsonOpt = False,
 ) -> None:
     """Delete one app or all apps and wait until they are gone; --cluster also stops the local head."""

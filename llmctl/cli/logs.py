@@ -16,10 +16,10 @@ from llmctl.cli.views import follow_logs, print_logs
 
 @app.command("logs")
 def logs_cmd(
-    app_name: Annotated[Optional[str], typer.Argument(metavar="[APP]", help="Application name (default: all).")] = None,
+    app_name: Annotated[Optional[str], typer.Argument(metavar="APP", help="Application name (default: all).")] = None,
     address: AddressOpt = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines until Ctrl-C.")] = False,
-    lines: Annotated[int, typer.Option("--lines", "-n", help="Lines per log file to show first.")] = 50,
+    lines: Annotated[int, typer.Option("--lines", "-n", metavar="N", help="Lines per log file to show first.")] = 50,
 ) -> None:
     """Replica and controller logs of an app (local cluster: its session dir; remote: Ray's log API)."""
     from llmctl.launch import logs

@@ -21,8 +21,8 @@ def _fmt_params(n: Optional[int]) -> str:
 @app.command("models")
 def models_cmd(
     json_: JsonOpt = False,
-    family: Annotated[Optional[str], typer.Option("--family", help="Only this family (e.g. qwen3).")] = None,
-    task: Annotated[Optional[str], typer.Option("--task", help="Only this task: chat, reasoning, vision, code.")] = None,
+    family: Annotated[Optional[str], typer.Option("--family", metavar="FAMILY", help="Only this family (e.g. qwen3).")] = None,
+    task: Annotated[Optional[str], typer.Option("--task", metavar="TASK", help="Only this task: chat, reasoning, vision, code.")] = None,
 ) -> None:
     """List the model catalog."""
     from llmctl.catalog import load_catalog

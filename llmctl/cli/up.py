@@ -19,12 +19,12 @@ TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help=
 
 @app.command("up")
 def up_cmd(
-    file: Annotated[Path, typer.Argument(help="A serve config (serve_*.yaml from `llmctl gen-config`).", show_default=False)],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="A serve config (serve_*.yaml from `llmctl gen-config`).", show_default=False)],
     address: AddressOpt = None,
     timeout: TimeoutOpt = 900.0,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Return right after the config is accepted.")] = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="After RUNNING, tail the app's logs until Ctrl-C (the app keeps running).")] = False,
-    num_cpus: Annotated[Optional[int], typer.Option("--num-cpus", help="Logical CPUs of a local head llmctl starts (default: max(8, cores)).")] = None,
+    num_cpus: Annotated[Optional[int], typer.Option("--num-cpus", metavar="N", help="Logical CPUs of a local head llmctl starts (default: max(8, cores)).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Validate FILE, deploy it (starting a local Ray head if no cluster is given), wait until RUNNING."""

@@ -16,7 +16,7 @@ from llmctl.errors import EXIT_USAGE
 
 @app.command("validate")
 def validate_cmd(
-    files: Annotated[List[Path], typer.Argument(help="Serve configs (serve_*.yaml) and/or model configs (model_config/*.yaml).")],
+    files: Annotated[List[Path], typer.Argument(metavar="FILE", help="Serve configs (serve_*.yaml) and/or model configs (model_config/*.yaml).")],
     json_: JsonOpt = False,
 ) -> int:
     """Check config files before launch; one line per problem: file:line: field: message."""

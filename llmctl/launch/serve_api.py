@@ -17,6 +17,7 @@ rejecting a config -> :class:`DeployFailed` with Ray's own message.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 import urllib.parse
@@ -24,6 +25,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 
 import httpx
+
+# httpx logs every request at INFO; Ray's logging set-up would print them.
+logging.getLogger("httpx").setLevel(logging.WARNING)
+logging.getLogger("httpcore").setLevel(logging.WARNING)
 
 from llmctl.errors import ClusterUnreachable, DeployFailed, LlmctlError, RequestTimeout
 

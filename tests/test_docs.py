@@ -1,0 +1,29 @@
+"""Docs that cannot drift: docs/cli.md is the CLI's own --help."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from helpers import REPO
+
+
+def test_cli_reference_is_current():
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_cli_docs.py"), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr + "\n(run: .venv/bin/python scripts/gen_cli_docs.py)"
+
+
+def test_no_type_placeholders_as_option_metavars():
+    text = (REPO / "docs" / "cli.md").read_text()
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("-"):  # an option row: its metavar is a readable word, never <str> / <list[str]>
+            assert "<" not in stripped.split("  ")[0], line
+
+
+def test_completion_completes_catalog_ids_and_gpu_types():
+    from llmctl.cli.options import complete_gpu, complete_model
+
+    assert "llama-3.1-8b-instruct" in complete_model("llama-3.1")
+    assert all(m.startswith("qwen3") for m in complete_model("qwen3"))
+    assert complete_gpu("a1") == ["A10G", "A100-40G", "A100-80G"]
