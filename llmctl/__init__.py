@@ -33,11 +33,11 @@ _API = {
 __all__ = ["__version__", *_API]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llmctl.genconfig import generate
-    from llmctl.launch.deploy import up
-    from llmctl.launch.operate import down, status
-    from llmctl.planner import plan
-    from llmctl.validate.files import validate_paths as validate_files
+    from llmctl.genconfig import generate  # noqa: F401
+    from llmctl.launch.deploy import up  # noqa: F401
+    from llmctl.launch.operate import down, status  # noqa: F401
+    from llmctl.planner import plan  # noqa: F401
+    from llmctl.validate.files import validate_paths as validate_files  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:
