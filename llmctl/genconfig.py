@@ -93,7 +93,7 @@ def write(gen: Generated, *, force: bool = False) -> Generated:
 def _listed(value: PerModel) -> list:
     if value is None:
         return []
-    if isinstance(value, (str, int)):
+    if isinstance(value, (str, int, float)):
         return [value]
     return list(value)
 
@@ -112,6 +112,12 @@ def generate(
     max_lora_adapters: PerModel = None,
     max_lora_rank: PerModel = None,
     hf_token_env: PerModel = None,
+    target_ongoing_requests: PerModel = None,
+    max_ongoing_requests: PerModel = None,
+    initial_replicas: PerModel = None,
+    upscale_delay: PerModel = None,
+    downscale_delay: PerModel = None,
+    expected_tokens: PerModel = None,
     fast_download: Optional[bool] = None,
     gpu_memory_utilization: Optional[float] = None,
     app_name: Optional[str] = None,
@@ -140,6 +146,9 @@ def generate(
         min_replicas=_listed(min_replicas), max_replicas=_listed(max_replicas), max_model_lens=_listed(max_model_len),
         lora_paths=_listed(lora_path), max_lora_adapters=_listed(max_lora_adapters), max_lora_ranks=_listed(max_lora_rank),
         hf_token_envs=_listed(hf_token_env), fast_download=fast_download, gpu_memory_utilization=gpu_memory_utilization,
+        target_ongoing_requests=_listed(target_ongoing_requests), max_ongoing_requests=_listed(max_ongoing_requests),
+        initial_replicas=_listed(initial_replicas), upscale_delays=_listed(upscale_delay),
+        downscale_delays=_listed(downscale_delay), expected_tokens=_listed(expected_tokens),
         app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port,
     )
     spec = collect(Session(interactive=False, assume_yes=True), flags)

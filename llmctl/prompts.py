@@ -39,6 +39,12 @@ class Flags:
     max_lora_adapters: list[str] = field(default_factory=list)
     max_lora_ranks: list[str] = field(default_factory=list)
     hf_token_envs: list[str] = field(default_factory=list)
+    target_ongoing_requests: list[str] = field(default_factory=list)
+    max_ongoing_requests: list[str] = field(default_factory=list)
+    initial_replicas: list[str] = field(default_factory=list)
+    upscale_delays: list[str] = field(default_factory=list)
+    downscale_delays: list[str] = field(default_factory=list)
+    expected_tokens: list[str] = field(default_factory=list)
     fast_download: Optional[bool] = None
     gpu_memory_utilization: Optional[float] = None
     app_name: Optional[str] = None
@@ -233,6 +239,7 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
         ask=lambda: ask_text("Maximum replicas (autoscaling):", lambda v: _parse_max_replicas(v, min_r), default=str(max_default)),
     )
 
+    scaling = _ask_autoscaling(session, flags, pm, profile, gpu, choice, min_r, max_r)
     lora_path, max_adapters, max_rank = _ask_lora(session, flags, pm)
 
     token_flag = pm(flags.hf_token_envs, "--hf-token-env")
@@ -256,7 +263,7 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
         profile=profile, model_id=model_id, gpu=gpu, tp=tp, pp=pp, min_replicas=min_r, max_replicas=max_r,
         max_model_len=max_model_len, lora_path=lora_path, max_lora_adapters=max_adapters, max_lora_rank=max_rank,
         hf_token_env=hf_token_env, fast_download=bool(fast), gpu_memory_utilization=flags.gpu_memory_utilization,
-        choice=choice,
+        choice=choice, **scaling,
     )
     try:
         spec.check()
@@ -302,6 +309,73 @@ def _ask_tp_and_length(session: Session, flags: Flags, pm, profile: ModelProfile
     len_set = len_fixed is not None or mml != len_default
     final = sizing.choose(arch, gpu, tp=tp if tp_set else None, pp=pp, max_model_len=mml if len_set else None, **sz)
     return final.tp, final.max_model_len, final
+
+
+def _ask_autoscaling(session: Session, flags: Flags, pm, profile: ModelProfile, gpu: GPUType, choice: sizing.Choice,
+                     min_r: int, max_r: int) -> dict[str, Any]:
+    """target / max ongoing requests, initial replicas, delays: flags win,
+    otherwise llmctl.sizing.derive_targets' values from the plan (the one
+    rule); a terminal offers to change them in one "autoscaling details" step."""
+    given = {
+        "target": pm(flags.target_ongoing_requests, "--target-ongoing-requests"),
+        "max": pm(flags.max_ongoing_requests, "--max-ongoing-requests"),
+        "initial": pm(flags.initial_replicas, "--initial-replicas"),
+        "up": pm(flags.upscale_delays, "--upscale-delay"),
+        "down": pm(flags.downscale_delays, "--downscale-delay"),
+        "tokens": pm(flags.expected_tokens, "--expected-tokens"),
+    }
+    parse_tokens = lambda v: S.parse_tokens(v, what="expected tokens per request")  # noqa: E731
+    expected = S.parse_flag(given["tokens"], flag="--expected-tokens", parse=parse_tokens)
+
+    def derive(tokens):
+        return sizing.derive_targets(choice.plan, max_model_len=choice.max_model_len, expected_tokens=tokens,
+                                     gpu_memory_bytes=gpu.memory_bytes or None, cpu=gpu.is_cpu)
+
+    targets = derive(expected)
+    details = session.interactive and not session.assume_yes and all(v is None for v in given.values()) and ask_confirm(
+        "Autoscaling details: " + (f"target {targets.target_ongoing_requests}, at most {targets.max_ongoing_requests} "
+                                   "ongoing requests per replica" if targets else "Serve's defaults")
+        + ". Change them?", False)
+    if details:
+        expected = ask_text("Expected tokens per request (prompt + output):", parse_tokens,
+                            default=str(expected or sizing.DEFAULT_EXPECTED_TOKENS))
+        targets = derive(expected)
+    ask = (lambda f: f) if details else (lambda f: None)
+    parse_n = lambda what: (lambda v: S.parse_int(v, what=what, minimum=1))  # noqa: E731
+    target = session.answer(
+        given["target"], flag="--target-ongoing-requests", label="target ongoing requests",
+        parse=parse_n("target ongoing requests"), default=targets.target_ongoing_requests if targets else None,
+        ask=ask(lambda: ask_text("Target ongoing requests per replica (Serve adds replicas above it):",
+                                 parse_n("target ongoing requests"), default=str(targets.target_ongoing_requests if targets else 2))),
+    )
+    max_default = targets.max_ongoing_requests if targets else None
+    if max_default is not None and target is not None and max_default < target:
+        max_default = target  # a target set above the derived capacity: never let the default contradict it
+    max_ongoing = session.answer(
+        given["max"], flag="--max-ongoing-requests", label="max ongoing requests",
+        parse=parse_n("max ongoing requests"), default=max_default,
+        ask=ask(lambda: ask_text("Max ongoing requests per replica:", parse_n("max ongoing requests"),
+                                 default=str(max_default or target or 2))),
+    )
+    problem = S.ongoing_problem(target, max_ongoing)
+    if problem:
+        raise UsageError(f"--max-ongoing-requests: {problem}")
+    parse_init = lambda v: S.parse_initial_replicas(v, min_replicas=min_r, max_replicas=max_r)  # noqa: E731
+    initial = session.answer(given["initial"], flag="--initial-replicas", label="initial replicas", parse=parse_init,
+                             default=None, ask=ask(lambda: ask_text("Initial replicas (empty: min_replicas):",
+                                                                    lambda v: None if not str(v).strip() else parse_init(v))))
+    parse_up = lambda v: S.parse_seconds(v, what="upscale delay")  # noqa: E731
+    parse_down = lambda v: S.parse_seconds(v, what="downscale delay")  # noqa: E731
+    up_default = targets.upscale_delay_s if targets else None
+    up = session.answer(given["up"], flag="--upscale-delay", label="upscale delay", parse=parse_up, default=up_default,
+                        ask=ask(lambda: ask_text("Upscale delay in seconds (empty: Serve's 30 s):",
+                                                 lambda v: None if not str(v).strip() else parse_up(v),
+                                                 default="" if up_default is None else f"{up_default:g}")))
+    down = session.answer(given["down"], flag="--downscale-delay", label="downscale delay", parse=parse_down, default=None,
+                          ask=ask(lambda: ask_text("Downscale delay in seconds (empty: Serve's 600 s):",
+                                                   lambda v: None if not str(v).strip() else parse_down(v))))
+    return {"target_ongoing_requests": target, "max_ongoing_requests": max_ongoing, "initial_replicas": initial,
+            "upscale_delay_s": up, "downscale_delay_s": down, "expected_tokens": expected, "targets": targets}
 
 
 def _ask_lora(session: Session, flags: Flags, pm) -> tuple[Optional[str], int, Optional[int]]:
@@ -387,9 +461,11 @@ def collect(session: Session, flags: Flags) -> S.DeploymentSpec:
         default=S.DEFAULT_ROUTE_PREFIX,
         ask=lambda: ask_text("Route prefix:", S.parse_route_prefix, default=S.DEFAULT_ROUTE_PREFIX),
     )
+    ingress = sizing.ingress_autoscaling([m.max_replicas for m in models], [m.min_replicas for m in models],
+                                         [m.max_ongoing_requests or 1 for m in models])
     spec = S.DeploymentSpec(
         app_name=app_name, route_prefix=route_prefix, models=tuple(models),
-        http_host=flags.http_host or "127.0.0.1", http_port=flags.http_port or 8000,
+        http_host=flags.http_host or "127.0.0.1", http_port=flags.http_port or 8000, ingress=ingress,
     )
     try:
         spec.check()

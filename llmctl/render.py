@@ -80,9 +80,7 @@ def llm_config_dict(spec: ModelSpec) -> dict[str, Any]:
         if spec.max_lora_rank:
             engine["max_lora_rank"] = spec.max_lora_rank
     doc["engine_kwargs"] = engine
-    doc["deployment_config"] = {
-        "autoscaling_config": {"min_replicas": spec.min_replicas, "max_replicas": spec.max_replicas}
-    }
+    doc["deployment_config"] = deployment_config(spec)
     if spec.lora_path:
         doc["lora_config"] = {
             "dynamic_lora_loading_path": spec.lora_path,
@@ -100,7 +98,37 @@ def llm_config_dict(spec: ModelSpec) -> dict[str, Any]:
     return doc
 
 
+def deployment_config(spec: ModelSpec) -> dict[str, Any]:
+    """Serve deployment options of one model: max_ongoing_requests next to
+    autoscaling_config (where Serve reads it, not inside: ray#61439)."""
+    asc: dict[str, Any] = {"min_replicas": spec.min_replicas, "max_replicas": spec.max_replicas}
+    if spec.initial_replicas is not None:
+        asc["initial_replicas"] = spec.initial_replicas
+    if spec.target_ongoing_requests is not None:
+        asc["target_ongoing_requests"] = spec.target_ongoing_requests
+    if spec.upscale_delay_s is not None:
+        asc["upscale_delay_s"] = spec.upscale_delay_s
+    if spec.downscale_delay_s is not None:
+        asc["downscale_delay_s"] = spec.downscale_delay_s
+    dc: dict[str, Any] = {}
+    if spec.max_ongoing_requests is not None:
+        dc["max_ongoing_requests"] = spec.max_ongoing_requests
+    dc["autoscaling_config"] = asc
+    return dc
+
+
+def ingress_config(spec: DeploymentSpec) -> Optional[dict[str, Any]]:
+    if spec.ingress is None:
+        return None
+    return {"autoscaling_config": {"min_replicas": spec.ingress.min_replicas, "max_replicas": spec.ingress.max_replicas,
+                                   "target_ongoing_requests": spec.ingress.target_ongoing_requests}}
+
+
 def serve_config_dict(spec: DeploymentSpec, model_config_paths: list[Path]) -> dict[str, Any]:
+    args: dict[str, Any] = {"llm_configs": [str(p) for p in model_config_paths]}
+    ingress = ingress_config(spec)
+    if ingress:
+        args["ingress_deployment_config"] = ingress
     return {
         "http_options": {"host": spec.http_host, "port": spec.http_port},
         "applications": [
@@ -108,10 +136,17 @@ def serve_config_dict(spec: DeploymentSpec, model_config_paths: list[Path]) -> d
                 "name": spec.app_name,
                 "route_prefix": spec.route_prefix,
                 "import_path": SERVE_IMPORT_PATH,
-                "args": {"llm_configs": [str(p) for p in model_config_paths]},
+                "args": args,
             }
         ],
     }
+
+
+def comment_lines(text: str, width: int = 86) -> list[str]:
+    """``text`` as YAML comment lines (``# …``)."""
+    import textwrap
+
+    return ["# " + line for line in textwrap.wrap(text, width=width)] if text else []
 
 
 # --------------------------------------------------------------------------
@@ -194,12 +229,18 @@ def render_spec(spec: DeploymentSpec, output_dir: Path, *, now: Optional[datetim
         path = out / "model_config" / f"{name}.yaml"
         data = llm_config_dict(m)
         note = f"catalog entry {m.profile.id}" if m.profile.origin == "catalog" else f"model from {m.profile.origin}"
-        text = render_template("llm_config.yaml.j2", data, model_id=m.model_id, path=str(path), profile_note=note)
+        scaling = m.targets.basis if m.targets is not None and m.target_ongoing_requests == m.targets.target_ongoing_requests \
+            else ("target_ongoing_requests and max_ongoing_requests as given" if m.target_ongoing_requests else "")
+        text = render_template("llm_config.yaml.j2", data, model_id=m.model_id, path=str(path), profile_note=note,
+                               autoscaling_note=comment_lines(f"Autoscaling: {scaling}." if scaling else ""))
         docs.append(Rendered(path, text, data))
     stamp = (now or datetime.now()).strftime("%Y%m%d_%H%M%S")
     serve_path = out / f"serve_{stamp}.yaml"
     data = serve_config_dict(spec, [d.path for d in docs])
-    text = render_template("serve_config.yaml.j2", data, app=data["applications"][0], path=str(serve_path))
+    ingress_note = comment_lines(f"Ingress autoscaling: {spec.ingress.basis}; Ray Serve LLM's default is one ingress "
+                                 "replica, a bottleneck at high concurrency." if spec.ingress else "")
+    text = render_template("serve_config.yaml.j2", data, app=data["applications"][0], path=str(serve_path),
+                           ingress_note=ingress_note)
     docs.append(Rendered(serve_path, text, data))
     return docs
 

@@ -162,6 +162,40 @@ def parse_gpu_memory_utilization(text: str | float) -> float:
     return value
 
 
+def parse_tokens(text: str | int, *, what: str) -> int:
+    """A token count: ``2048`` or ``2k``."""
+    if isinstance(text, str):
+        m = re.fullmatch(r"(\d+)\s*k", text.strip().lower())
+        if m:
+            return int(m.group(1)) * 1024
+    return parse_int(text, what=what, minimum=1)
+
+
+def parse_seconds(text: str | float, *, what: str) -> float:
+    """A delay in seconds: ``30``, ``30s``, ``2.5``, ``1m``."""
+    s = str(text).strip().lower()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(s|m)?", s)
+    if not m:
+        raise ValueError(f"{what} must be a number of seconds (30, 30s, 1m), got '{text}'")
+    value = float(m.group(1)) * (60 if m.group(2) == "m" else 1)
+    return value
+
+
+def parse_initial_replicas(text: str | int, *, min_replicas: int, max_replicas: int) -> int:
+    n = parse_int(text, what="initial replicas", minimum=0)
+    if not min_replicas <= n <= max_replicas:
+        raise ValueError(f"initial replicas ({n}) must be between min_replicas ({min_replicas}) and max_replicas ({max_replicas})")
+    return n
+
+
+def ongoing_problem(target: Optional[int], max_ongoing: Optional[int]) -> Optional[str]:
+    """The one target-vs-max rule (gen-config and validate)."""
+    if target is not None and max_ongoing is not None and max_ongoing < target:
+        return (f"max_ongoing_requests ({max_ongoing}) must be >= target_ongoing_requests ({target}): a replica never "
+                "gets more than max_ongoing_requests, so the target could never be reached and Serve would not scale up")
+    return None
+
+
 def parse_lora_path(text: Optional[str]) -> Optional[str]:
     if text is None or str(text).strip() == "":
         return None
@@ -234,9 +268,18 @@ class ModelSpec:
     hf_token_env: Optional[str] = None
     fast_download: bool = False
     gpu_memory_utilization: Optional[float] = None
+    # Autoscaling (llmctl.sizing.autoscale derives the defaults from the plan).
+    target_ongoing_requests: Optional[int] = None
+    max_ongoing_requests: Optional[int] = None
+    initial_replicas: Optional[int] = None
+    upscale_delay_s: Optional[float] = None
+    downscale_delay_s: Optional[float] = None
+    expected_tokens: Optional[int] = None
     # llmctl.sizing's choice behind tp / max_model_len: the plan and the reasons
-    # (what was chosen and why), for summaries and the fit policy.
+    # (what was chosen and why), for summaries and the fit policy; and the
+    # derivation behind the autoscaling targets (for a YAML comment).
     choice: Optional[sizing.Choice] = field(default=None, compare=False)
+    targets: Optional[sizing.Targets] = field(default=None, compare=False)
 
     @property
     def plan(self) -> Optional[sizing.Plan]:
@@ -266,6 +309,11 @@ class ModelSpec:
             parse_max_model_len(self.max_model_len, arch=self.arch)
         if self.max_lora_adapters < 1:
             raise ValueError("max LoRA adapters per replica must be >= 1")
+        if self.initial_replicas is not None:
+            parse_initial_replicas(self.initial_replicas, min_replicas=self.min_replicas, max_replicas=self.max_replicas)
+        problem = ongoing_problem(self.target_ongoing_requests, self.max_ongoing_requests)
+        if problem:
+            raise ValueError(problem)
 
 
 @dataclass(frozen=True)
@@ -275,6 +323,8 @@ class DeploymentSpec:
     models: tuple[ModelSpec, ...] = field(default_factory=tuple)
     http_host: str = "127.0.0.1"
     http_port: int = 8000
+    # Autoscaling of the OpenAiIngress deployment (None: Ray's single replica).
+    ingress: Optional[sizing.IngressScaling] = None
 
     def check(self) -> None:
         if not self.models:

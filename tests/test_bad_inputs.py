@@ -67,6 +67,15 @@ FLAG_CASES = [
      "error: --tp given 2 times for 3 models; give it once (for all) or once per --model"),
     ("gpu-mem-util-range", ["-m", "qwen3-0.6b", "--gpu", "L4", "--gpu-memory-utilization", "1.5"],
      "error: --gpu-memory-utilization: gpu_memory_utilization must be a fraction in (0, 1], got 1.5"),
+    ("max-below-target-flags", ["-m", "qwen3-0.6b", "--gpu", "L4", "--target-ongoing-requests", "8", "--max-ongoing-requests", "4"],
+     "error: --max-ongoing-requests: max_ongoing_requests (4) must be >= target_ongoing_requests (8): a replica never gets "
+     "more than max_ongoing_requests, so the target could never be reached and Serve would not scale up"),
+    ("initial-over-max", ["-m", "qwen3-0.6b", "--gpu", "L4", "--max-replicas", "2", "--initial-replicas", "3"],
+     "error: --initial-replicas: initial replicas (3) must be between min_replicas (1) and max_replicas (2)"),
+    ("bad-delay", ["-m", "qwen3-0.6b", "--gpu", "L4", "--upscale-delay", "soon"],
+     "error: --upscale-delay: upscale delay must be a number of seconds (30, 30s, 1m), got 'soon'"),
+    ("zero-expected-tokens", ["-m", "qwen3-0.6b", "--gpu", "L4", "--expected-tokens", "0"],
+     "error: --expected-tokens: expected tokens per request must be >= 1, got 0"),
     ("unknown-flag", ["-m", "qwen3-0.6b", "--gpu", "L4", "--bogus"],
      "error: No such option: --bogus (Possible options: --gpu) (see 'llmctl gen-config --help')"),
 ]
@@ -152,9 +161,11 @@ engine_kwargs:
   tensor_parallel_size: 1
   max_model_len: 8192
 deployment_config:
+  max_ongoing_requests: 14
   autoscaling_config:
     min_replicas: 1
     max_replicas: 2
+    target_ongoing_requests: 11
 """
 
 
@@ -174,16 +185,16 @@ FILE_CASES = [
     ("unknown-engine-kwarg", _patched("  max_model_len: 8192", "  max_model_len: 8192\n  max_num_seq: 64"),
      "8: engine_kwargs.max_num_seq: not a vLLM engine argument (did you mean 'max_num_seqs'?) (checked against {origin})"),
     ("min-over-max", _patched("min_replicas: 1", "min_replicas: 3"),
-     "10: deployment_config.autoscaling_config.min_replicas: min_replicas (3) must be <= max_replicas (2): "
+     "11: deployment_config.autoscaling_config.min_replicas: min_replicas (3) must be <= max_replicas (2): "
      "the autoscaler never goes below min_replicas"),
     ("negative-min", _patched("min_replicas: 1", "min_replicas: -1"),
-     "10: deployment_config.autoscaling_config.min_replicas: must be an integer >= 0, got -1"),
+     "11: deployment_config.autoscaling_config.min_replicas: must be an integer >= 0, got -1"),
     ("unknown-autoscaling-key", _patched("    max_replicas: 2", "    max_replicas: 2\n    target_ongoing: 3"),
-     "12: deployment_config.autoscaling_config.target_ongoing: unknown autoscaling option (did you mean 'target_ongoing_requests'?)"),
+     "13: deployment_config.autoscaling_config.target_ongoing: unknown autoscaling option (did you mean 'target_ongoing_requests'?)"),
     ("unknown-deployment-key", _patched("deployment_config:", "deployment_config:\n  max_ongoing: 4"),
      "9: deployment_config.max_ongoing: unknown deployment option (did you mean 'max_ongoing_requests'?)"),
     ("unknown-top-level", MODEL_OK + "engine: vllm\n",
-     "12: engine: unknown field (did you mean 'llm_engine'?) (Ray's LLMConfig has no such field)"),
+     "14: engine: unknown field (did you mean 'llm_engine'?) (Ray's LLMConfig has no such field)"),
     ("max-model-len-too-long", _patched("max_model_len: 8192", "max_model_len: 300000"),
      "7: engine_kwargs.max_model_len: max_model_len 300000 exceeds the model's context of 131072 tokens "
      "(max_position_embeddings 131072, rope_scaling llama3)"),
@@ -192,9 +203,9 @@ FILE_CASES = [
     ("accelerator-with-cpu-bundles", _patched("accelerator_type: L4", "accelerator_type: L4\nplacement_group_config:\n  bundles:\n  - CPU: 1"),
      "4: accelerator_type: 'L4' cannot be combined with CPU-only placement bundles; remove accelerator_type for a CPU deployment or add GPU to the bundles"),
     ("local-lora", MODEL_OK + "lora_config:\n  dynamic_lora_loading_path: /data/lora\n",
-     "13: lora_config.dynamic_lora_loading_path: '/data/lora' is not a remote URI; Ray Serve LLM loads adapters from s3://, gs://, abfss:// or azure://"),
+     "15: lora_config.dynamic_lora_loading_path: '/data/lora' is not a remote URI; Ray Serve LLM loads adapters from s3://, gs://, abfss:// or azure://"),
     ("literal-token", MODEL_OK + "runtime_env:\n  env_vars:\n    HF_TOKEN: hf_" + "x" * 34 + "\n",
-     "14: runtime_env.env_vars.HF_TOKEN: holds a literal Hugging Face token; write \"${HF_TOKEN}\" (the variable's name) and export the token where you deploy"),
+     "16: runtime_env.env_vars.HF_TOKEN: holds a literal Hugging Face token; write \"${HF_TOKEN}\" (the variable's name) and export the token where you deploy"),
     ("missing-model-dir", _patched("model_source: meta-llama/Llama-3.1-8B-Instruct", "model_source: ./no-such-model"),
      "3: model_loading_config.model_source: local model path './no-such-model' does not exist"),
     ("no-model-id", _patched("  model_id: llama\n", ""),
@@ -204,7 +215,29 @@ FILE_CASES = [
     ("malformed-yaml", "model_loading_config:\n  model_id: [x\n", "3: malformed YAML: expected ',' or ']', but got '<stream end>'"),
     ("not-a-mapping", "- just\n- a list\n",
      "1: expected a mapping: a serve config (applications: …) or a model config (model_loading_config: …)"),
+    ("never-scales", _patched("    target_ongoing_requests: 11\n", ""),
+     "10: deployment_config.autoscaling_config: never scales above min_replicas (1): Ray Serve LLM's default "
+     "target_ongoing_requests is 1e9; llmctl suggests target_ongoing_requests: {suggested} for llama on L4"),
+    ("max-below-target", _patched("max_ongoing_requests: 14", "max_ongoing_requests: 4"),
+     "9: deployment_config.max_ongoing_requests: max_ongoing_requests (4) must be >= target_ongoing_requests (11): a replica "
+     "never gets more than max_ongoing_requests, so the target could never be reached and Serve would not scale up"),
+    ("max-ongoing-inside-autoscaling", _patched("  max_ongoing_requests: 14\n", "").replace(
+        "    target_ongoing_requests: 11", "    target_ongoing_requests: 11\n    max_ongoing_requests: 14"),
+     "13: deployment_config.autoscaling_config.max_ongoing_requests: belongs in deployment_config, one level up: "
+     "Serve ignores it inside autoscaling_config (ray-project/ray#61439)"),
+    ("target-outside-autoscaling", _patched("  max_ongoing_requests: 14", "  max_ongoing_requests: 14\n  upscale_delay_s: 5"),
+     "10: deployment_config.upscale_delay_s: belongs in autoscaling_config: Serve ignores it here"),
 ]
+
+
+def _suggested_target() -> int:
+    """What sizing.derive_targets gives for MODEL_OK (Llama-3.1-8B, L4, TP 1, 8k)."""
+    from llmctl import sizing
+    from llmctl.catalog import resolve_model
+    from llmctl.hardware import GPUS
+
+    plan = sizing.plan_for_gpu(resolve_model("llama-3.1-8b-instruct").architecture, GPUS["L4"], tp=1, max_model_len=8192)
+    return sizing.derive_targets(plan, max_model_len=8192).target_ongoing_requests
 
 
 @pytest.mark.parametrize("case_id,text,expected", FILE_CASES, ids=[c[0] for c in FILE_CASES])
@@ -217,7 +250,7 @@ def test_bad_model_file(capsys, tmp_path, case_id, text, expected):
     assert r.code == 2
     lines = r.err.strip().splitlines()
     assert lines[-1].endswith("found")  # "N problem(s) found"
-    want = f"{f}:" + expected.replace("{origin}", vllm_engine_args()[1])
+    want = f"{f}:" + expected.replace("{origin}", vllm_engine_args()[1]).replace("{suggested}", str(_suggested_target()))
     if case_id == "does-not-fit":
         assert any(ln.startswith(want) for ln in lines), lines
     else:

@@ -42,7 +42,12 @@ def test_one_model(capsys, tmp_path):
     assert cfg["model_loading_config"] == {"model_id": "qwen3-8b", "model_source": "Qwen/Qwen3-8B"}
     assert cfg["accelerator_type"] == "L4"
     assert cfg["engine_kwargs"] == {"tensor_parallel_size": 1, "max_model_len": 8192}
-    assert cfg["deployment_config"] == {"autoscaling_config": {"min_replicas": 1, "max_replicas": 3}}
+    dc = cfg["deployment_config"]
+    asc = dc["autoscaling_config"]
+    assert (asc["min_replicas"], asc["max_replicas"]) == (1, 3)
+    # targets from the sizing plan: below what a replica holds, which caps what Serve sends it
+    assert 1 <= asc["target_ongoing_requests"] <= dc["max_ongoing_requests"]
+    assert "Autoscaling: one replica holds" in (out / "model_config" / "qwen3-8b.yaml").read_text()
     assert "runtime_env" not in cfg  # not gated
     # stdout names the files and the next commands
     assert str(serve) in r.out and f"llmctl up {serve}" in r.out and f"serve run {serve}" in r.out

@@ -60,6 +60,8 @@ def test_interactive_flow_matches_flags(capsys, tmp_path):
     c.send(BACKSPACE + "0" + ENTER)  # invalid: the prompt shows the shared validator's message
     c.expect("max replicas must be >= 1, got 0")
     c.send(BACKSPACE + "4" + ENTER)
+    c.expect("Autoscaling details: target")  # derived from the plan; keep them
+    c.send(ENTER)
     c.expect("Serve LoRA adapters")
     c.send("n")
     c.expect("fast downloads")
@@ -88,7 +90,8 @@ def test_interactive_flow_matches_flags(capsys, tmp_path):
     assert models_i == models_f
     assert models_i[0]["engine_kwargs"]["tensor_parallel_size"] == 2
     assert models_i[0]["accelerator_type"] == "A10G"
-    assert models_i[0]["deployment_config"]["autoscaling_config"] == {"min_replicas": 2, "max_replicas": 4}
+    asc = models_i[0]["deployment_config"]["autoscaling_config"]
+    assert (asc["min_replicas"], asc["max_replicas"]) == (2, 4) and asc["target_ongoing_requests"] >= 1
     # byte for byte, apart from the output directory named in comments
     text_i = (out_i / "model_config" / "qwen3-0.6b.yaml").read_text().replace(str(out_i), "OUT")
     text_f = (out_f / "model_config" / "qwen3-0.6b.yaml").read_text().replace(str(out_f), "OUT")
@@ -121,6 +124,8 @@ def test_interactive_custom_model_gated_token_and_second_model(tmp_path):
     c.send(ENTER)
     c.expect("Maximum replicas")
     c.send(ENTER)
+    c.expect("Autoscaling details")
+    c.send(ENTER)
     c.expect("Serve LoRA adapters")
     c.send("n")
     c.expect("fast downloads")
@@ -142,6 +147,8 @@ def test_interactive_custom_model_gated_token_and_second_model(tmp_path):
     c.expect("Minimum replicas")
     c.send(ENTER)
     c.expect("Maximum replicas")
+    c.send(ENTER)
+    c.expect("Autoscaling details")
     c.send(ENTER)
     c.expect("Serve LoRA adapters")
     c.send("n")
@@ -184,7 +191,9 @@ def test_confirmation(tmp_path, answer, code):
     c = _spawn("gen-config", "-m", "qwen3-0.6b", "--gpu", "L4", "--tp", "1", "--min-replicas", "1", "--max-replicas", "1",
                "--max-model-len", "4096", "--model-id", "q", "--no-fast-download", "--app-name", "a", "--route-prefix", "/",
                "-o", str(out), cwd=tmp_path)
-    c.expect("Serve LoRA adapters")  # the only question no flag answered
+    c.expect("Autoscaling details")  # the only questions no flag answered
+    c.send("n")
+    c.expect("Serve LoRA adapters")
     c.send("n")
     c.expect("Write 2 files")
     c.send(answer)
@@ -192,3 +201,40 @@ def test_confirmation(tmp_path, answer, code):
     c.close()
     assert c.exitstatus == code
     assert out.exists() == (code == 0)
+
+
+def test_autoscaling_details_step_defaults_to_the_derived_values(tmp_path):
+    """Changing the expected tokens re-derives the targets; the answers land
+    exactly where the equivalent flags put them."""
+    import llmctl
+
+    out = tmp_path / "o"
+    c = _spawn("gen-config", "-m", "qwen3-0.6b", "--gpu", "L4", "--tp", "1", "--min-replicas", "1", "--max-replicas", "3",
+               "--max-model-len", "4096", "--model-id", "q", "--no-fast-download", "--app-name", "a", "--route-prefix", "/",
+               "-o", str(out), cwd=tmp_path)
+    c.expect("Autoscaling details: target")
+    c.send("y")
+    c.expect("Expected tokens per request")
+    c.send(BACKSPACE * 8 + "1k" + ENTER)
+    c.expect("Target ongoing requests per replica")
+    c.send(ENTER)                   # the default: derived for 1,024 tokens per request
+    c.expect("Max ongoing requests per replica")
+    c.send(ENTER)
+    c.expect("Initial replicas")
+    c.send(ENTER)                   # empty: min_replicas
+    c.expect("Upscale delay")
+    c.send(ENTER)                   # empty: Serve's 30 s
+    c.expect("Downscale delay")
+    c.send("120" + ENTER)
+    c.expect("Serve LoRA adapters")
+    c.send("n")
+    c.expect("Write 2 files")
+    c.send("y")
+    c.expect(pexpect.EOF)
+    c.close()
+    assert c.exitstatus == 0
+    (written,) = (out / "model_config").glob("*.yaml")
+    flags = llmctl.generate("qwen3-0.6b", gpu="L4", tp=1, min_replicas=1, max_replicas=3, max_model_len=4096, model_id="q",
+                            expected_tokens=1024, downscale_delay=120, write_files=False)
+    assert load_yaml(written)["deployment_config"] == flags.documents[0].data["deployment_config"]
+    assert load_yaml(written)["deployment_config"]["autoscaling_config"]["downscale_delay_s"] == 120

@@ -24,6 +24,12 @@ def gen_config_cmd(
     min_replicas: Annotated[Multi, typer.Option("--min-replicas", metavar="N", help="Autoscaling minimum (default 1).")] = None,
     max_replicas: Annotated[Multi, typer.Option("--max-replicas", metavar="N", help="Autoscaling maximum (default: the minimum, at least 1).")] = None,
     max_model_len: Annotated[Multi, typer.Option("--max-model-len", metavar="TOKENS", help="Context length in tokens (8192 or 8k; default: the model's context capped at 32k, or the most that fits).")] = None,
+    target_ongoing_requests: Annotated[Multi, typer.Option("--target-ongoing-requests", metavar="N", help="Serve adds replicas above this many ongoing requests per replica (default: derived from the sizing plan).")] = None,
+    max_ongoing_requests: Annotated[Multi, typer.Option("--max-ongoing-requests", metavar="N", help="At most this many requests on one replica (default: what its KV cache holds).")] = None,
+    initial_replicas: Annotated[Multi, typer.Option("--initial-replicas", metavar="N", help="Replicas to start with (default: min replicas).")] = None,
+    upscale_delay: Annotated[Multi, typer.Option("--upscale-delay", metavar="SECONDS", help="Seconds of load above target before Serve adds a replica (Serve's default 30; 5 for --gpu cpu).")] = None,
+    downscale_delay: Annotated[Multi, typer.Option("--downscale-delay", metavar="SECONDS", help="Seconds below target before Serve removes a replica (Serve's default 600).")] = None,
+    expected_tokens: Annotated[Multi, typer.Option("--expected-tokens", metavar="TOKENS", help="Typical prompt + output tokens per request, for the targets (default 2048).")] = None,
     lora_path: Annotated[Multi, typer.Option("--lora-path", metavar="URI", help="Remote LoRA adapter directory (s3://… or gs://…).")] = None,
     max_lora_adapters: Annotated[Multi, typer.Option("--max-lora-adapters", metavar="N", help="LoRA adapters cached per replica (default 16).")] = None,
     max_lora_rank: Annotated[Multi, typer.Option("--max-lora-rank", metavar="N", help="Highest LoRA rank you will serve (vLLM default 16).")] = None,
@@ -52,6 +58,9 @@ def gen_config_cmd(
         min_replicas=min_replicas or [], max_replicas=max_replicas or [], max_model_lens=max_model_len or [],
         lora_paths=lora_path or [], max_lora_adapters=max_lora_adapters or [], max_lora_ranks=max_lora_rank or [],
         hf_token_envs=hf_token_env or [], fast_download=fast_download, gpu_memory_utilization=gpu_memory_utilization,
+        target_ongoing_requests=target_ongoing_requests or [], max_ongoing_requests=max_ongoing_requests or [],
+        initial_replicas=initial_replicas or [], upscale_delays=upscale_delay or [], downscale_delays=downscale_delay or [],
+        expected_tokens=expected_tokens or [],
         app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port,
     )
     interactive = sys.stdin.isatty() and sys.stdout.isatty()

@@ -35,17 +35,20 @@ def _status_table(rep):
                 (a.route_prefix or "") if first else "",
                 ", ".join(a.model_ids) if first else "",
                 f"{d.name} ({d.status})" if d else "",
-                replicas_text(d.replicas) if d else "",
+                replicas_text(d.replicas, d.target_replicas) if d else "",
                 (a.endpoint or "") if first else "",
             )
             first = False
     msgs = []
     for a in rep.apps:
+        for d in a.deployments:
+            if d.autoscaling:  # Serve's own words: "Upscaling from 1 to 2 replicas."
+                msgs.append(Text(f"{a.name}/{d.name}: {d.autoscaling}", style="cyan"))
         if a.status != "RUNNING":
             if a.message:
                 msgs.append(Text(f"{a.name}: {a.message.splitlines()[0]}", style="yellow"))
             for d in a.deployments:
-                if d.message:
+                if d.message and not d.autoscaling:
                     from llmctl.launch import reason_from_message
 
                     first = d.message.splitlines()[0]

@@ -11,8 +11,10 @@ from typing import Optional
 
 from llmctl.cli.console import err, out
 
-def replicas_text(counts: dict[str, int]) -> str:
-    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no replicas yet"
+def replicas_text(counts: dict[str, int], target: int | None = None) -> str:
+    """``1 RUNNING, 1 STARTING (target 2)``: replicas by state, and Serve's target."""
+    text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no replicas yet"
+    return text if target is None else f"{text} (target {target})"
 
 
 def _progress_line(p) -> str:

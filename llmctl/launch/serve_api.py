@@ -186,14 +186,19 @@ def _error_text(raw: str) -> str:
 # summaries (what status / progress show)
 
 
+SCALING_STATES = ("UPSCALING", "DOWNSCALING")
+
+
 @dataclass
 class DeploymentSummary:
     name: str
     status: str
     message: str
-    target_replicas: int | None
+    target_replicas: int | None  # what Serve's autoscaler wants now
     replicas: dict[str, int]  # state -> count
     required_resources: dict[str, float] = field(default_factory=dict)
+    running_replicas: int = 0
+    autoscaling: str = ""  # Serve's autoscaling decision, e.g. "Upscaling from 1 to 2 replicas."
 
 
 @dataclass
@@ -255,14 +260,17 @@ def summarize(status: dict, dashboard_url: str) -> list[AppSummary]:
             counts: dict[str, int] = {}
             for r in dep.get("replicas") or []:
                 counts[r.get("state", "?")] = counts.get(r.get("state", "?"), 0) + 1
+            status = dep.get("status", "?")
             deps.append(
                 DeploymentSummary(
                     name=dname,
-                    status=dep.get("status", "?"),
+                    status=status,
                     message=dep.get("message") or "",
                     target_replicas=dep.get("target_num_replicas"),
                     replicas=counts,
                     required_resources=dep.get("required_resources") or {},
+                    running_replicas=counts.get("RUNNING", 0),
+                    autoscaling=(dep.get("message") or "") if status in SCALING_STATES else "",
                 )
             )
         route = app.get("route_prefix")

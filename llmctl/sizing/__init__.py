@@ -34,6 +34,13 @@ from llmctl.sizing.advice import (  # noqa: F401
     tp_problem_on_node,
     tp_sizes_on_node,
 )
+from llmctl.sizing.autoscale import (  # noqa: F401
+    DEFAULT_EXPECTED_TOKENS,
+    IngressScaling,
+    Targets,
+    derive_targets,
+    ingress_autoscaling,
+)
 from llmctl.sizing.formats import (  # noqa: F401
     DTYPE_CHOICES,
     FP8_BYTES,

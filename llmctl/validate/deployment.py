@@ -4,7 +4,8 @@ the real reason, then Serve's own AutoscalingConfig."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from llmctl.spec import replicas_problem
 from llmctl.validate.documents import _Sink
@@ -15,15 +16,36 @@ def is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def check_deployment_config(dc: Any, sink: _Sink, loc: tuple = ("deployment_config",)) -> None:
+# Ray Serve LLM's own defaults merged under a user's deployment_config (and the
+# ingress's): ray/llm/_internal/serve/constants.py DEFAULT_MAX_ONGOING_REQUESTS,
+# DEFAULT_MAX_TARGET_ONGOING_REQUESTS.
+RAY_LLM_DEFAULT_ONGOING = int(1e9)
+
+
+@dataclass(frozen=True)
+class ScalingHint:
+    """What llmctl would suggest for this deployment (for the never-scales error)."""
+
+    target_ongoing_requests: Optional[int]
+    where: str  # "tiny-llama on cpu", "the ingress of llm_app"
+
+
+def check_deployment_config(dc: Any, sink: _Sink, loc: tuple = ("deployment_config",),
+                            hint: Optional[ScalingHint] = None) -> None:
+    """Options and autoscaling of one Serve LLM deployment (LLMServer or the ingress)."""
     if dc is None:
         return
     if not isinstance(dc, dict):
         sink.add(loc, "must be a mapping of Ray Serve deployment options")
         return
     allowed = _deployment_option_names()
+    autoscaling_fields = _autoscaling_model().model_fields
     for k in dc:
-        if k not in allowed:
+        if k in allowed:
+            continue
+        if k in autoscaling_fields:
+            sink.add(loc + (k,), "belongs in autoscaling_config: Serve ignores it here", code="misplaced-option")
+        else:
             sink.add(loc + (k,), f"unknown deployment option{_suggest(str(k), allowed)}", code="unknown-option")
     nr = dc.get("num_replicas")
     if nr is not None and nr != "auto" and (not is_int(nr) or nr < 0):
@@ -33,6 +55,35 @@ def check_deployment_config(dc: Any, sink: _Sink, loc: tuple = ("deployment_conf
         check_autoscaling(asc, sink, loc + ("autoscaling_config",))
     if nr is not None and asc is not None and nr != "auto":
         sink.add(loc + ("num_replicas",), "cannot be set together with autoscaling_config (use one)")
+    bounds = [loc + ("autoscaling_config", k) for k in ("min_replicas", "max_replicas", "target_ongoing_requests")]
+    if isinstance(asc, dict) and not any(sink.has(b) for b in bounds):
+        _check_scaling(dc, asc, sink, loc, hint)
+
+
+def _check_scaling(dc: dict, asc: dict, sink: _Sink, loc: tuple, hint: Optional[ScalingHint]) -> None:
+    """What makes a Serve LLM deployment scale, or not."""
+    from llmctl.spec import ongoing_problem
+
+    mn, mx = asc.get("min_replicas", 1), asc.get("max_replicas", 1)
+    target = asc.get("target_ongoing_requests")
+    if is_int(mn) and is_int(mx) and mx > mn and target is None:
+        if hint is not None and hint.target_ongoing_requests:
+            fix = f"llmctl suggests target_ongoing_requests: {hint.target_ongoing_requests} for {hint.where}"
+        else:
+            fix = "set autoscaling_config.target_ongoing_requests (llmctl gen-config derives one from the sizing plan)"
+        sink.add(loc + ("autoscaling_config",),
+                 f"never scales above min_replicas ({mn}): Ray Serve LLM's default target_ongoing_requests is 1e9; {fix}",
+                 code="never-scales")
+    max_ongoing = dc.get("max_ongoing_requests", RAY_LLM_DEFAULT_ONGOING)
+    if isinstance(target, (int, float)) and not isinstance(target, bool) and is_int(max_ongoing):
+        problem = ongoing_problem(target, max_ongoing)
+        if problem:
+            sink.add(loc + ("max_ongoing_requests",), problem, code="max-below-target")
+    if mn == 0:
+        sink.warn(loc + ("autoscaling_config", "min_replicas"),
+                  "0 (scale to zero): after an idle period the first request waits while Serve starts a replica and vLLM "
+                  "loads the model (about a minute for the tiny CPU model here; minutes for large models)",
+                  code="scale-to-zero")
 
 
 def check_autoscaling(asc: Any, sink: _Sink, loc: tuple) -> None:
@@ -41,7 +92,12 @@ def check_autoscaling(asc: Any, sink: _Sink, loc: tuple) -> None:
         return
     model = _autoscaling_model()
     for k in asc:
-        if k not in model.model_fields:
+        if k in model.model_fields:
+            continue
+        if k in _deployment_option_names():
+            sink.add(loc + (k,), "belongs in deployment_config, one level up: Serve ignores it inside autoscaling_config "
+                                 "(ray-project/ray#61439)", code="misplaced-option")
+        else:
             sink.add(loc + (k,), f"unknown autoscaling option{_suggest(str(k), model.model_fields)}", code="unknown-option")
     mn, mx = asc.get("min_replicas", 1), asc.get("max_replicas", 1)
     for key, v, low in (("min_replicas", mn, 0), ("max_replicas", mx, 1)):

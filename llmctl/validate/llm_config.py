@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from llmctl.errors import ModelNotFound
 from llmctl.sources import is_cloud_uri, looks_like_hf_token, looks_local_path
-from llmctl.validate.deployment import check_deployment_config, clean_msg, is_int
+from llmctl.validate.deployment import ScalingHint, check_deployment_config, clean_msg, is_int
 from llmctl.validate.documents import _Sink
 from llmctl.validate.reference import _suggest, ray_accelerator_types, vllm_engine_args
 
@@ -38,7 +38,6 @@ def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path, local_node: bool
         sink.add((), "a model config must be a mapping (an LLMConfig)", code="not-a-config")
         return None
     model_id, source = _check_source(data, sink, base_dir, local_node)
-    check_deployment_config(data.get("deployment_config", {}), sink)
     gpu, cpu_only, bundles = _check_placement(data, sink)
     ek = data.get("engine_kwargs", {})
     tp, pp, mml = 1, 1, None
@@ -50,7 +49,9 @@ def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path, local_node: bool
             sink.add(("placement_group_config", "bundles"),
                      f"{len(bundles)} bundles for TP {tp} x PP {pp} = {tp * pp} engine workers; give one bundle per worker",
                      code="cpu-bundles")
-    _check_model_rules(source, base_dir, gpu, cpu_only, ek if isinstance(ek, dict) else {}, tp, pp, mml, sink)
+    ekd = ek if isinstance(ek, dict) else {}
+    plan = _check_model_rules(source, base_dir, gpu, cpu_only, ekd, tp, pp, mml, sink)
+    check_deployment_config(data.get("deployment_config", {}), sink, hint=_scaling_hint(model_id, gpu, cpu_only, plan, mml, ekd))
     _check_lora(data, ek, model_id, sink)
     _check_secrets(data, sink)
     # Ray's own schema last, for what llmctl did not already explain better.
@@ -145,8 +146,9 @@ def _check_engine_kwargs(ek: dict, sink: _Sink) -> tuple[int, int, Optional[int]
     return tp, pp, mml
 
 
-def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp: int, pp: int, mml: Optional[int], sink: _Sink) -> None:
-    """TP, context length and fit: the rules gen-config applies."""
+def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp: int, pp: int, mml: Optional[int], sink: _Sink):
+    """TP, context length and fit: the rules gen-config applies. Returns the
+    sizing plan when there is one."""
     from llmctl import sizing
     from llmctl.catalog import known_profile
     from llmctl.hardware import GPUType
@@ -172,7 +174,7 @@ def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp
             sink.add(("engine_kwargs", "max_model_len"), problem, code="context")
     keys = ("tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "dtype", "gpu_memory_utilization", "kv_cache_dtype")
     if arch is None or gpu is None or not gpu.memory_gib or any(sink.has(("engine_kwargs", k)) for k in keys):
-        return
+        return None
     try:
         plan = sizing.plan_for_gpu(
             arch, gpu, tp=tp, pp=pp, max_model_len=mml, gpu_memory_utilization=ek.get("gpu_memory_utilization"),
@@ -180,14 +182,27 @@ def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp
         )
     except sizing.SizingError as e:
         sink.warn(("engine_kwargs",), f"cannot size this model: {e.message}; the fit check was skipped", code="not-sized")
-        return
+        return None
     if plan is None:
-        return
+        return None
     where = f"{gpu.name} at TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
     if plan.verdict == "does_not_fit":
         sink.add(("engine_kwargs", "tensor_parallel_size"), f"does not fit on {where}: {plan.reason}", code="does-not-fit")
     elif plan.verdict == "tight":
         sink.warn(("engine_kwargs", "tensor_parallel_size"), f"tight on {where}: {plan.reason}", code="tight")
+    return plan
+
+
+def _scaling_hint(model_id, gpu, cpu_only: bool, plan, mml: Optional[int], ek: dict) -> Optional[ScalingHint]:
+    """llmctl's own target for this model on this GPU (sizing.derive_targets)."""
+    from llmctl import sizing
+
+    seqs = ek.get("max_num_seqs") if is_int(ek.get("max_num_seqs")) else None
+    targets = sizing.derive_targets(plan, max_model_len=mml, max_num_seqs=seqs, cpu=cpu_only)
+    if targets is None:
+        return None
+    where = f"{model_id or 'this model'} on {'cpu' if cpu_only else gpu.name if gpu else 'its GPU'}"
+    return ScalingHint(targets.target_ongoing_requests, where)
 
 
 def _check_lora(data: dict, ek: Any, model_id: Optional[str], sink: _Sink) -> None:

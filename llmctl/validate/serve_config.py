@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Callable, Optional
 
+from llmctl.validate.deployment import ScalingHint, check_deployment_config
 from llmctl.validate.documents import _Doc, _Sink
 from llmctl.validate.llm_config import SERVE_LLM_IMPORT_PATHS, _clean_msg, check_llm_config
 
@@ -52,6 +53,9 @@ def _check_llm_app(doc: _Doc, app: dict, i: int, sink: _Sink, base_dir: Path, ch
     if not isinstance(configs, list) or not configs:
         sink.add(loc + ("llm_configs",), "must be a non-empty list of model config files or LLMConfig mappings")
         return
+    if "ingress_deployment_config" in args:
+        check_deployment_config(args["ingress_deployment_config"], sink, loc + ("ingress_deployment_config",),
+                                hint=ScalingHint(None, f"the ingress of {app.get('name')!r}"))
     ids: dict[str, str] = {}
     for j, entry in enumerate(configs):
         eloc = loc + ("llm_configs", j)
