@@ -1,0 +1,405 @@
+"""Read vLLM's engine and frontend arguments, with their types, from an
+installed vLLM. This module imports vllm (5–15 s) inside :func:`introspect`;
+importing the module itself is cheap, and normal llmctl runs never call it:
+:mod:`llmctl.engine_args` reads the shipped table ``vllm_engine_args.json``
+and only falls back to this (in a subprocess) when a different vLLM is
+installed.
+
+What is read, and from where (vLLM 0.32):
+
+- the fields of ``vllm.engine.arg_utils.AsyncEngineArgs`` (which extends
+  ``EngineArgs``) and of ``FrontendArgs`` (``vllm/entrypoints/launchers/
+  cli_args.py``; ``vllm/entrypoints/openai/cli_args.py`` in older releases).
+  Ray Serve LLM 2.60 accepts both in ``engine_kwargs`` and routes each key to
+  the frontend when it is a FrontendArgs field, else to the engine
+  (``ray/llm/_internal/serve/engines/vllm/vllm_models.py`` lines 211–229), so a
+  name in both (``tokens_only``) is recorded as a frontend argument;
+- each field's type hint (``dataclasses.fields`` + evaluation of string
+  annotations, including names vLLM imports only under ``TYPE_CHECKING``);
+- the CLI flag spelling and, for plain ``str`` fields whose target config
+  field is a Literal (``lora_dtype``, ``offload_backend``, ``spec_method``,
+  ``video_pruning_method``), the choices, from the argparse parser vLLM builds
+  (``AsyncEngineArgs.add_cli_args`` / ``FrontendArgs.add_cli_args``).
+
+Aliases resolved by hand (each checked in the vLLM source):
+
+- ``quantization`` is ``QuantizationMethods | str | None`` where
+  ``QuantizationMethods`` is ``str`` at run time (``arg_utils.py``
+  ``TYPE_CHECKING`` block); ``ModelConfig`` lower-cases it
+  (``config/model.py`` ``validate_quantization_before``) and rejects names not
+  in ``vllm.model_executor.layers.quantization.QUANTIZATION_METHODS``
+  (``_verify_quantization``). Recorded as a case-insensitive choice of that
+  registry.
+- Enum-typed fields are parsed from the member NAME, upper-cased
+  (``MambaConfig.validate_backend_before`` in ``config/mamba.py``,
+  ``AttentionConfig.validate_backend_before`` in ``config/attention.py``,
+  ``MultiModalConfig._validate_mm_encoder_attn_backend`` in
+  ``config/multimodal.py``): choices are the member names, case-insensitive.
+  ``attention_backend`` also takes ``"auto"`` (= automatic selection).
+  ``mm_encoder_attn_backend`` is typed ``AttentionBackendEnum | str`` but its
+  validator accepts only member names, so it is a choice, not a free string.
+  ``IntEnum`` fields (``optimization_level``) take the member values (0–3).
+- A ``Literal`` together with ``str`` (``tokenizer_mode``, ``load_format``'s
+  runtime alias, ``distributed_executor_backend``) is an open string: vLLM's
+  CLI shows the literals as a hint only (``literal_to_kwargs`` uses
+  ``metavar`` then), and plugins register more names.
+- ``mm_processor_device``'s choices depend on the platform the table is built
+  on (``"auto"``, ``"cpu"`` and the accelerator's device type), so it is
+  recorded as a free string.
+- Config dataclasses (``compilation_config``, ``kv_transfer_config``, …) are
+  ``dict``: in engine_kwargs they are given as mappings, which Ray validates
+  into the config class (``ray/llm/_internal/serve/engines/vllm/
+  vllm_engine.py`` ``_normalize_vllm_engine_kwargs``).
+- Integers vLLM's CLI reads with ``human_readable_int`` (``1k``, ``2M``) or
+  ``human_readable_int_or_auto`` (also ``auto`` → -1) are marked so in
+  ``cli_int``.
+
+Run ``python -m llmctl.vllm_introspect OUT.json`` to write the table of the
+installed vLLM to OUT.json (used for the per-version cache); the shipped table
+is written by ``scripts/build_engine_args.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import enum
+import json
+import math
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from llmctl.engine_args import TABLE_FORMAT, installed_vllm  # light: no vllm import
+
+# Fields whose CLI choices depend on the platform the parser was built on.
+PLATFORM_DEPENDENT_CHOICES = {"mm_processor_device"}
+# Enum-or-str fields whose validator accepts only enum member names.
+ENUM_NAMES_ONLY = {"mm_encoder_attn_backend"}
+# Extra spellings a validator accepts besides the enum members.
+EXTRA_CHOICES = {"attention_backend": ["auto"]}
+
+_FRONTEND_MODULES = ("vllm.entrypoints.launchers.cli_args", "vllm.entrypoints.openai.cli_args")
+
+
+# --------------------------------------------------------------------------
+# type hints
+
+
+def _type_checking_names(module: types.ModuleType) -> dict[str, Any]:
+    """Names a module imports only under ``if TYPE_CHECKING:`` (string
+    annotations may use them), imported now where possible."""
+    out: dict[str, Any] = {}
+    try:
+        src = Path(module.__file__ or "").read_text(encoding="utf-8")
+    except OSError:
+        return out
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.level == 0:
+                    for alias in stmt.names:
+                        try:
+                            mod = __import__(stmt.module, fromlist=[alias.name])
+                            out[alias.asname or alias.name] = getattr(mod, alias.name)
+                        except Exception:
+                            pass
+    return out
+
+
+def _field_hints(cls: type) -> dict[str, Any]:
+    hints: dict[str, Any] = {}
+    extra: dict[str, dict[str, Any]] = {}
+    for f in dataclasses.fields(cls):
+        tp = f.type
+        if isinstance(tp, str):
+            owner = next((c for c in cls.__mro__ if f.name in getattr(c, "__annotations__", {})), cls)
+            mod = sys.modules[owner.__module__]
+            if owner.__module__ not in extra:
+                extra[owner.__module__] = _type_checking_names(mod)
+            try:
+                # vLLM's own annotation text, in the namespace of its module.
+                tp = eval(tp, dict(vars(mod)), dict(extra[owner.__module__]))
+            except Exception:
+                tp = Any
+        hints[f.name] = tp
+    return hints
+
+
+def _flatten(tp: Any) -> list[Any]:
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _flatten(typing.get_args(tp)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [m for a in typing.get_args(tp) for m in _flatten(a)]
+    if isinstance(tp, typing.TypeAliasType if hasattr(typing, "TypeAliasType") else ()):  # py3.12 `type X = ...`
+        return _flatten(tp.__value__)
+    return [tp]
+
+
+def _is_dict_like(tp: Any) -> bool:
+    origin = typing.get_origin(tp) or tp
+    if origin in (dict, typing.Mapping) or (isinstance(origin, type) and issubclass(origin, dict)):
+        return True
+    try:
+        import collections.abc as cabc
+
+        if origin in (cabc.Mapping, cabc.MutableMapping):
+            return True
+    except Exception:
+        pass
+    if typing.is_typeddict(tp) or dataclasses.is_dataclass(tp):
+        return True
+    try:
+        from pydantic import BaseModel
+
+        return isinstance(tp, type) and issubclass(tp, BaseModel)
+    except Exception:
+        return False
+
+
+def _member_kind(tp: Any) -> tuple[str, list | None, bool] | None:
+    """(kind, choices, ignore_case) of one union member, or None for members
+    that cannot be written in YAML (classes, callables, torch.dtype)."""
+    if tp is bool:
+        return "bool", None, False
+    if tp is int:
+        return "int", None, False
+    if tp is float:
+        return "float", None, False
+    if tp is str:
+        return "str", None, False
+    origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        return "choice", list(typing.get_args(tp)), False
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        if issubclass(tp, int):
+            return "choice", [int(m.value) for m in tp], False
+        return "choice", list(tp.__members__), True
+    if origin in (list, set, tuple, frozenset) or tp in (list, set, tuple, frozenset):
+        return "list", None, False
+    if _is_dict_like(tp):
+        return "dict", None, False
+    if tp is Any or tp is object:
+        return "json", None, False
+    return None  # type[...], Callable, torch.dtype, other classes
+
+
+def _item_kind(tp: Any) -> tuple[str | None, list | None]:
+    args = [a for a in typing.get_args(tp) if a is not Ellipsis]
+    if not args:
+        return "json", None
+    kinds = [k for k in (_member_kind(m) for a in args for m in _flatten(a)) if k is not None]
+    names = {k[0] for k in kinds}
+    if names == {"choice"}:
+        return "choice", [c for k in kinds for c in k[1]]
+    if len(names) == 1:
+        return names.pop(), None
+    if names == {"str", "choice"}:
+        return "str", None
+    if names == {"int", "float"}:
+        return "float", None
+    return "json", None
+
+
+def classify(name: str, hint: Any) -> dict[str, Any]:
+    """kind, choices, nullable, ignore_case, item of one field's type hint."""
+    members = _flatten(hint)
+    nullable = any(m is type(None) for m in members)
+    members = [m for m in members if m is not type(None)]
+    parts = [(m, k) for m in members if (k := _member_kind(m)) is not None]
+    kinds = {k[0] for _, k in parts}
+    choices: list | None = None
+    ignore_case = any(k[2] for _, k in parts)
+    item = None
+    if not kinds:
+        kind = "json"
+    elif kinds == {"choice"}:
+        kind = "choice"
+        choices = [c for _, k in parts for c in k[1]]
+    elif kinds == {"str", "choice"}:
+        if name in ENUM_NAMES_ONLY:
+            kind = "choice"
+            choices = [c for _, k in parts if k[0] == "choice" for c in k[1]]
+        else:
+            kind, ignore_case = "str", False
+    elif len(kinds) == 1:
+        kind = next(iter(kinds))
+    elif kinds == {"int", "float"}:
+        kind = "float"
+    else:
+        kind = "json"
+    if kind == "list":
+        lst = next(m for m, k in parts if k[0] == "list")
+        item, item_choices = _item_kind(lst)
+        if item == "choice":
+            choices = item_choices
+    if choices is not None:
+        choices = list(dict.fromkeys(choices + EXTRA_CHOICES.get(name, [])))
+    return {"kind": kind, "choices": choices, "nullable": nullable, "ignore_case": ignore_case, "item": item}
+
+
+# --------------------------------------------------------------------------
+# defaults
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return int(value.value) if isinstance(value, int) else value.name
+    if isinstance(value, (set, frozenset, tuple)):
+        value = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else list(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return None  # config objects, classes: "vLLM's built-in default"
+    return value
+
+
+def _raw_default(f: dataclasses.Field) -> Any:
+    value: Any = None
+    try:
+        if f.default is not dataclasses.MISSING:
+            value = f.default
+            if type(value).__name__ == "FieldInfo":  # pydantic Field(...)
+                factory = getattr(value, "default_factory", None)
+                value = factory() if factory is not None else value.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+    except Exception:
+        value = None
+    return value
+
+
+# --------------------------------------------------------------------------
+# CLI parser
+
+
+def _actions(add_cli_args) -> dict[str, Any]:
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = add_cli_args(FlexibleArgumentParser(add_help=False))
+    out: dict[str, Any] = {}
+    for action in parser._actions:
+        out.setdefault(action.dest, action)
+    return out
+
+
+def _flag(action: Any) -> str | None:
+    if action is None:
+        return None
+    longs = [o for o in action.option_strings if o.startswith("--") and not o.startswith("--no-")]
+    return longs[0] if longs else (action.option_strings[0] if action.option_strings else None)
+
+
+def _cli_int(action: Any) -> str | None:
+    fn = getattr(action, "type", None)
+    name = getattr(fn, "__name__", "")
+    if name == "_optional_type":  # vLLM wraps nullable types; look inside the closure
+        for cell in getattr(fn, "__closure__", None) or ():
+            inner = cell.cell_contents
+            name = getattr(inner, "__name__", name)
+            if name == "_parse_type":
+                for c2 in getattr(inner, "__closure__", None) or ():
+                    name = getattr(c2.cell_contents, "__name__", name)
+    if name == "human_readable_int":
+        return "human"
+    if name == "human_readable_int_or_auto":
+        return "human_or_auto"
+    return None
+
+
+# --------------------------------------------------------------------------
+# the table
+
+
+def _spec(name: str, group: str, f: dataclasses.Field, hint: Any, action: Any) -> dict[str, Any]:
+    c = classify(name, hint)
+    if (
+        c["kind"] == "str"
+        and action is not None
+        and action.choices
+        and name not in PLATFORM_DEPENDENT_CHOICES
+        and not any(typing.get_origin(m) is typing.Literal for m in _flatten(hint))
+    ):
+        # A plain-str EngineArgs field whose target config field is a Literal.
+        c["kind"], c["choices"] = "choice", [x for x in action.choices if x is not None]
+    if name == "quantization" and c["kind"] == "str":
+        from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+
+        c["kind"], c["choices"], c["ignore_case"] = "choice", list(QUANTIZATION_METHODS), True
+    kind = c["kind"]
+    raw = _raw_default(f)
+    return {
+        "name": name,
+        "group": group,
+        "kind": kind,
+        "choices": c["choices"],
+        # vLLM's own default of None means None is accepted even where the
+        # annotation forgot it (max_model_len: int = None); so does a CLI
+        # default of None, which vLLM's parser passes on (enable_lora).
+        "nullable": bool(c["nullable"] or raw is None or (action is not None and action.default is None)),
+        "default": _jsonable(raw),
+        "flag": _flag(action),
+        "item": c["item"],
+        "ignore_case": c["ignore_case"],
+        "cli_int": _cli_int(action) if kind == "int" else None,
+    }
+
+
+def introspect() -> dict[str, Any]:
+    """The table of the installed vLLM (imports vllm: slow)."""
+    import importlib
+    import logging
+
+    logging.getLogger("vllm").setLevel(logging.ERROR)
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    args: dict[str, dict[str, Any]] = {}
+    engine_actions = _actions(AsyncEngineArgs.add_cli_args)
+    hints = _field_hints(AsyncEngineArgs)
+    for f in dataclasses.fields(AsyncEngineArgs):
+        args[f.name] = _spec(f.name, "engine", f, hints[f.name], engine_actions.get(f.name))
+
+    frontend = None
+    for modname in _FRONTEND_MODULES:
+        try:
+            frontend = importlib.import_module(modname).FrontendArgs
+            break
+        except (ImportError, AttributeError):
+            continue
+    if frontend is not None:
+        fe_actions = _actions(frontend.add_cli_args)
+        fe_hints = _field_hints(frontend)
+        for f in dataclasses.fields(frontend):
+            # Ray routes a key to the frontend first (vllm_models.py line 224).
+            args[f.name] = _spec(f.name, "frontend", f, fe_hints[f.name], fe_actions.get(f.name))
+
+    dist = installed_vllm()
+    try:
+        from vllm.version import __version__ as version
+    except ImportError:
+        version = dist[1] if dist else "unknown"
+    return {
+        "format": TABLE_FORMAT,
+        "vllm_version": version,
+        "vllm_distribution": dist[0] if dist else None,
+        "frontend_class": f"{frontend.__module__}.FrontendArgs" if frontend is not None else None,
+        "args": [args[k] for k in sorted(args)],
+    }
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m llmctl.vllm_introspect OUT.json", file=sys.stderr)
+        return 2
+    table = introspect()
+    Path(argv[1]).write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
