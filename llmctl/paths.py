@@ -6,6 +6,7 @@ the repository; a wheel carries them under ``llmctl/_data/``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 _PKG = Path(__file__).resolve().parent
@@ -16,3 +17,10 @@ def data_dir(name: str) -> Path:
     if packaged.is_dir():
         return packaged
     return _PKG.parent / name
+
+
+def llmctl_home() -> Path:
+    """llmctl's per-user state: ``$LLMCTL_HOME``, default ``~/.llmctl`` (the
+    local cluster's state file, caches)."""
+    env = os.environ.get("LLMCTL_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".llmctl"

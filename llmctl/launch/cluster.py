@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from llmctl.errors import LlmctlError, UsageError
+from llmctl.paths import llmctl_home
 
 STATE_VERSION = 1
 RAY_DEFAULT_PORTS = frozenset({6379, 8265, 10001, 8000, 9000, 52365})
@@ -71,11 +72,6 @@ _SINGLE_PORTS = (
 WORKER_PORTS = 200
 DEFAULT_PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range (32768+)
 START_TIMEOUT_S = 90.0
-
-
-def llmctl_home() -> Path:
-    env = os.environ.get("LLMCTL_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".llmctl"
 
 
 def state_path() -> Path:

