@@ -98,6 +98,17 @@ def _listed(value: PerModel) -> list:
     return list(value)
 
 
+def _engine_items(value) -> list[str]:
+    """``{"max_num_seqs": 64}`` or ``["max_num_seqs=64", "2:dtype=half"]`` as --engine-arg items."""
+    import json
+
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in value.items()]
+    return _listed(value)
+
+
 def generate(
     model: Union[str, Sequence[str]],
     *,
@@ -118,6 +129,13 @@ def generate(
     upscale_delay: PerModel = None,
     downscale_delay: PerModel = None,
     expected_tokens: PerModel = None,
+    engine_args: Union[None, str, Sequence[str], dict] = None,
+    dtype: PerModel = None,
+    quantization: PerModel = None,
+    kv_cache_dtype: PerModel = None,
+    max_num_seqs: PerModel = None,
+    enable_prefix_caching: Optional[bool] = None,
+    trust_remote_code: Optional[bool] = None,
     fast_download: Optional[bool] = None,
     gpu_memory_utilization: Optional[float] = None,
     app_name: Optional[str] = None,
@@ -149,6 +167,9 @@ def generate(
         target_ongoing_requests=_listed(target_ongoing_requests), max_ongoing_requests=_listed(max_ongoing_requests),
         initial_replicas=_listed(initial_replicas), upscale_delays=_listed(upscale_delay),
         downscale_delays=_listed(downscale_delay), expected_tokens=_listed(expected_tokens),
+        engine_args=_engine_items(engine_args), dtypes=_listed(dtype), quantizations=_listed(quantization),
+        kv_cache_dtypes=_listed(kv_cache_dtype), max_num_seqs=_listed(max_num_seqs),
+        enable_prefix_caching=enable_prefix_caching, trust_remote_code=trust_remote_code,
         app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port,
     )
     spec = collect(Session(interactive=False, assume_yes=True), flags)

@@ -74,6 +74,7 @@ def llm_config_dict(spec: ModelSpec) -> dict[str, Any]:
             engine["max_model_len"] = spec.max_model_len
         if spec.gpu_memory_utilization is not None:
             engine["gpu_memory_utilization"] = spec.gpu_memory_utilization
+    engine.update(spec.engine_extra)  # the user's engine settings win over llmctl's CPU defaults
     if spec.lora_path:
         engine["enable_lora"] = True
         engine["max_loras"] = spec.max_lora_adapters  # Ray's docs: must equal max_num_adapters_per_replica

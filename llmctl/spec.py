@@ -275,6 +275,8 @@ class ModelSpec:
     upscale_delay_s: Optional[float] = None
     downscale_delay_s: Optional[float] = None
     expected_tokens: Optional[int] = None
+    # vLLM engine arguments beyond llmctl's own keys (typed by llmctl.engine_args).
+    engine_extra: dict = field(default_factory=dict)
     # llmctl.sizing's choice behind tp / max_model_len: the plan and the reasons
     # (what was chosen and why), for summaries and the fit policy; and the
     # derivation behind the autoscaling targets (for a YAML comment).

@@ -47,6 +47,8 @@ def test_interactive_flow_matches_flags(capsys, tmp_path):
     c.expect("GPU type")
     c.send(DOWN)                    # the recommended L4 is preselected; one down: A10G
     c.send(ENTER)
+    c.expect("Engine settings .vLLM engine arguments.: vLLM's defaults")
+    c.send(ENTER)                   # default: none added
     c.expect("Tensor-parallel size")
     c.expect("TP 8")                # choices carry the verdict; wait for the full list
     c.send(DOWN)                    # advised TP 1 preselected; one down: TP 2
@@ -115,6 +117,14 @@ def test_interactive_custom_model_gated_token_and_second_model(tmp_path):
     c.send(ENTER)
     c.expect("GPU type")
     c.send(DOWN * 8 + ENTER)        # last entry: cpu
+    c.expect("Engine settings")
+    c.send("y")                     # add one: typed by vLLM's own argument types
+    c.expect("Engine argument KEY=VALUE")
+    c.send("max_num_seqs=lots" + ENTER)
+    c.expect("max_num_seqs: expected an integer, got 'lots'")
+    c.send(BACKSPACE * 4 + "4" + ENTER)
+    c.expect("Engine argument KEY=VALUE")
+    c.send(ENTER)                   # done
     c.expect("Tensor-parallel size")
     c.send(ENTER)
     c.expect("max_model_len .tokens")
@@ -140,6 +150,8 @@ def test_interactive_custom_model_gated_token_and_second_model(tmp_path):
     c.send(ENTER)
     c.expect("GPU type")
     c.send(ENTER)                   # recommended: L4
+    c.expect("Engine settings")
+    c.send(ENTER)
     c.expect("Tensor-parallel size")
     c.send(ENTER)
     c.expect("max_model_len .tokens")
@@ -170,6 +182,7 @@ def test_interactive_custom_model_gated_token_and_second_model(tmp_path):
     _, models = _normalized(out)
     assert models[0]["model_loading_config"] == {"model_id": "my-model", "model_source": str(model.resolve())}
     assert models[0]["placement_group_config"] == {"bundles": [{"CPU": 1}]}
+    assert models[0]["engine_kwargs"]["max_num_seqs"] == 4  # an int, as vLLM types it
     assert models[1]["accelerator_type"] == "L4"
     assert models[1]["runtime_env"]["env_vars"] == {"HF_TOKEN": "${MY_TOKEN}", "HF_HUB_ENABLE_HF_TRANSFER": "1"}
 
@@ -191,7 +204,9 @@ def test_confirmation(tmp_path, answer, code):
     c = _spawn("gen-config", "-m", "qwen3-0.6b", "--gpu", "L4", "--tp", "1", "--min-replicas", "1", "--max-replicas", "1",
                "--max-model-len", "4096", "--model-id", "q", "--no-fast-download", "--app-name", "a", "--route-prefix", "/",
                "-o", str(out), cwd=tmp_path)
-    c.expect("Autoscaling details")  # the only questions no flag answered
+    c.expect("Engine settings")  # the only questions no flag answered
+    c.send("n")
+    c.expect("Autoscaling details")
     c.send("n")
     c.expect("Serve LoRA adapters")
     c.send("n")
@@ -212,6 +227,8 @@ def test_autoscaling_details_step_defaults_to_the_derived_values(tmp_path):
     c = _spawn("gen-config", "-m", "qwen3-0.6b", "--gpu", "L4", "--tp", "1", "--min-replicas", "1", "--max-replicas", "3",
                "--max-model-len", "4096", "--model-id", "q", "--no-fast-download", "--app-name", "a", "--route-prefix", "/",
                "-o", str(out), cwd=tmp_path)
+    c.expect("Engine settings")
+    c.send("n")
     c.expect("Autoscaling details: target")
     c.send("y")
     c.expect("Expected tokens per request")

@@ -31,6 +31,7 @@ from llmctl.sizing.advice import (  # noqa: F401
     choose,
     default_context,
     plan_for_gpu,
+    sizing_options,
     tp_problem_on_node,
     tp_sizes_on_node,
 )

@@ -219,3 +219,30 @@ def _tp_reason(tp: int, p: Plan, gpu: GPUType) -> str:
     if p.verdict == "fits":
         return f"TP {tp}: the smallest at which it fits on {gpu.name} ({p.max_concurrency:.1f} concurrent full-length requests)"
     return f"TP {tp}: the smallest at which it starts on {gpu.name} (tight: {p.max_concurrency:.1f} concurrent full-length requests)"
+
+
+def sizing_options(engine_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What the memory arithmetic needs from a model's vLLM engine arguments:
+    weight format (``quantization`` beats ``dtype``), KV-cache dtype,
+    max_num_seqs, gpu_memory_utilization. gen-config and validate size a
+    config through this one mapping."""
+    from llmctl.sizing.formats import DTYPE_CHOICES, KV_CACHE_DTYPE_CHOICES
+
+    out: dict[str, Any] = {}
+    quant = str(engine_kwargs.get("quantization") or "").lower()
+    dtype = str(engine_kwargs.get("dtype") or "auto").lower()
+    if quant in DTYPE_CHOICES:
+        out["dtype"] = quant
+    elif quant in ("awq_marlin", "gptq_marlin", "compressed-tensors"):
+        out["dtype"] = "int4" if quant != "compressed-tensors" else "auto"
+    else:
+        out["dtype"] = dtype if dtype in DTYPE_CHOICES else "auto"
+    kv = str(engine_kwargs.get("kv_cache_dtype") or "auto").lower()
+    out["kv_cache_dtype"] = kv if kv in KV_CACHE_DTYPE_CHOICES else ("fp8" if "fp8" in kv else "auto")
+    seqs = engine_kwargs.get("max_num_seqs")
+    if isinstance(seqs, int) and not isinstance(seqs, bool) and seqs > 0:
+        out["max_num_seqs"] = seqs
+    gmu = engine_kwargs.get("gpu_memory_utilization")
+    if isinstance(gmu, (int, float)) and not isinstance(gmu, bool) and 0 < gmu <= 1:
+        out["gpu_memory_utilization"] = gmu
+    return out

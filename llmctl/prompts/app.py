@@ -1,0 +1,57 @@
+"""The whole gen-config flow: every model, then the app's own questions."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from llmctl import sizing
+from llmctl import spec as S
+from llmctl.errors import UsageError
+from llmctl.prompts.engine import check_selectors
+from llmctl.prompts.model import collect_model
+from llmctl.prompts.session import Flags, Session, ask_confirm, ask_text
+
+def collect(session: Session, flags: Flags) -> S.DeploymentSpec:
+    """Every answer of a gen-config run, as one checked DeploymentSpec."""
+    flags = dataclasses.replace(flags, gpu_memory_utilization=S.parse_flag(
+        flags.gpu_memory_utilization, flag="--gpu-memory-utilization", parse=S.parse_gpu_memory_utilization))
+    n = max(len(flags.models), 1)
+    models: list[S.ModelSpec] = []
+    taken: set[str] = set()
+    i = 0
+    while True:
+        m = collect_model(session, flags, i, n, taken_ids=taken)
+        if m.model_id in taken:
+            raise UsageError(f"--model-id: duplicate model id '{m.model_id}'; give each model a distinct --model-id")
+        taken.add(m.model_id)
+        models.append(m)
+        i += 1
+        if flags.models:
+            if i >= len(flags.models):
+                break
+            continue
+        if not (session.interactive and not session.assume_yes and ask_confirm("Add another model to this app?", False)):
+            break
+        n = i + 1
+    check_selectors(flags, [m.profile for m in models])
+    app_name = session.answer(
+        flags.app_name, flag="--app-name", label="app name", parse=S.parse_app_name, default=S.DEFAULT_APP_NAME,
+        ask=lambda: ask_text("Serve application name:", S.parse_app_name, default=S.DEFAULT_APP_NAME),
+    )
+    route_prefix = session.answer(
+        flags.route_prefix, flag="--route-prefix", label="route prefix", parse=S.parse_route_prefix,
+        default=S.DEFAULT_ROUTE_PREFIX,
+        ask=lambda: ask_text("Route prefix:", S.parse_route_prefix, default=S.DEFAULT_ROUTE_PREFIX),
+    )
+    ingress = sizing.ingress_autoscaling([m.max_replicas for m in models], [m.min_replicas for m in models],
+                                         [m.max_ongoing_requests or 1 for m in models])
+    spec = S.DeploymentSpec(
+        app_name=app_name, route_prefix=route_prefix, models=tuple(models),
+        http_host=flags.http_host or "127.0.0.1", http_port=flags.http_port or 8000, ingress=ingress,
+    )
+    try:
+        spec.check()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return spec
+

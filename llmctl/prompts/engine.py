@@ -1,0 +1,91 @@
+"""The "engine settings" questions: vLLM engine arguments beyond TP and
+context length, typed by llmctl.engine_args.
+
+Sources, in order (a later one wins for the same key): the named flags
+(``--dtype``, ``--quantization``, ``--kv-cache-dtype``, ``--max-num-seqs``,
+``--enable-prefix-caching/--no-enable-prefix-caching``,
+``--trust-remote-code``), then ``--engine-arg KEY=VALUE`` (every model) or
+``--engine-arg MODEL:KEY=VALUE`` (one model: its position 1, 2, …, its
+``--model`` value or its catalog id), then a terminal's answers. Keys llmctl or
+Ray own (``tensor_parallel_size``, ``max_model_len``, …) are refused, naming
+the flag to use.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from llmctl import engine_args as EA
+from llmctl import spec as S
+from llmctl.catalog import ModelProfile
+from llmctl.errors import UsageError
+from llmctl.prompts.session import Flags, Session, ask_confirm, ask_text
+
+NAMED = (
+    ("--dtype", "dtypes", "dtype"),
+    ("--quantization", "quantizations", "quantization"),
+    ("--kv-cache-dtype", "kv_cache_dtypes", "kv_cache_dtype"),
+    ("--max-num-seqs", "max_num_seqs", "max_num_seqs"),
+)
+
+
+def split_selector(item: str) -> tuple[Optional[str], str]:
+    """``"2:max_num_seqs=8"`` -> ``("2", "max_num_seqs=8")``; no selector -> ``(None, item)``."""
+    left, eq, _ = str(item).partition("=")
+    if eq and ":" in left:
+        sel, _, rest = str(item).partition(":")
+        return sel.strip(), rest
+    return None, str(item)
+
+
+def selects(sel: str, i: int, flags: Flags, profile: Optional[ModelProfile]) -> bool:
+    if sel == str(i + 1):
+        return True
+    if i < len(flags.models) and sel == str(flags.models[i]):
+        return True
+    return profile is not None and sel == profile.id
+
+
+def check_selectors(flags: Flags, profiles: list[ModelProfile]) -> None:
+    """Every ``MODEL:`` prefix of --engine-arg names a model of this run."""
+    for item in flags.engine_args:
+        sel, _ = split_selector(item)
+        if sel is not None and not any(selects(sel, i, flags, p) for i, p in enumerate(profiles)):
+            raise UsageError(f"--engine-arg: '{item}' names no model of this run (use its position 1, 2, …, "
+                             "its --model value or its catalog id)")
+
+
+def _parse_answer(text: str) -> Optional[tuple[str, Any]]:
+    if not str(text).strip():
+        return None
+    return EA.parse_engine_arg(str(text).strip())
+
+
+def ask_engine_args(session: Session, flags: Flags, pm, i: int, profile: ModelProfile) -> dict[str, Any]:
+    """The engine arguments llmctl writes for model ``i`` besides its own keys."""
+    out: dict[str, Any] = {}
+    for flag, attr, key in NAMED:
+        value = pm(getattr(flags, attr), flag)
+        if value is not None:
+            out[key] = S.parse_flag(value, flag=flag, parse=lambda t, k=key: EA.parse_value(k, str(t)))
+    if flags.enable_prefix_caching is not None:
+        out["enable_prefix_caching"] = bool(flags.enable_prefix_caching)
+    if flags.trust_remote_code:
+        out["trust_remote_code"] = True
+    for item in flags.engine_args:
+        sel, text = split_selector(item)
+        if sel is not None and not selects(sel, i, flags, profile):
+            continue
+        key, value = S.parse_flag(text, flag="--engine-arg", parse=EA.parse_engine_arg)
+        out[key] = value
+    given = any(pm(getattr(flags, attr), flag) is not None for flag, attr, _ in NAMED) or flags.engine_args \
+        or flags.enable_prefix_caching is not None or flags.trust_remote_code
+    if session.interactive and not session.assume_yes and not given:
+        shown = ", ".join(f"{k}={v}" for k, v in out.items()) or "vLLM's defaults"
+        if ask_confirm(f"Engine settings (vLLM engine arguments): {shown}. Add some?", False):
+            while True:
+                answer = ask_text("Engine argument KEY=VALUE (e.g. max_num_seqs=64; empty when done):", _parse_answer)
+                if answer is None:
+                    break
+                out[answer[0]] = answer[1]
+    return out
