@@ -89,3 +89,21 @@ def test_validate_checks_the_same_types(capsys, tmp_path):
     path.write_text(path.read_text().replace("max_num_seqs: 64", "max_num_seqs: lots"))
     r = run_cli(capsys, "validate", path)
     assert r.code == 2 and "engine_kwargs.max_num_seqs: expected an integer, got 'lots'" in r.err
+
+
+@pytest.mark.parametrize("vllm,fragment", [
+    ("0.29.0", None),
+    ("0.32.0", "works except KV-aware request routing"),
+    ("0.33.1", "replicas fail at import"),
+    ("0.30.0", "newer than Ray's pin"),
+    ("0.20.0", "not the version Ray was tested with"),
+])
+def test_version_guard_names_both_versions(vllm, fragment):
+    from llmctl import compat
+
+    c = compat.check(vllm)
+    assert c.ray and c.pinned == "==0.29.0"  # what the installed ray[llm] 2.60 requires
+    if fragment is None:
+        assert c.warning is None
+    else:
+        assert fragment in c.warning and f"vLLM {vllm}" in c.warning and f"Ray {c.ray}" in c.warning

@@ -22,11 +22,16 @@ def validate_cmd(
     """Check config files before launch; one line per problem: file:line: field: message."""
     from llmctl.validate import errors_only, validate_paths
 
+    from llmctl.compat import warning as version_warning
+
     diags = validate_paths(files)
+    version = version_warning()
+    if version and not json_:
+        err.print(f"warning: {version}", markup=False, highlight=False)
     errors = errors_only(diags)
     if json_:
-        print_json({"valid": not errors, "diagnostics": [
-            {"file": d.file, "line": d.line, "field": d.field, "message": d.message, "severity": d.severity} for d in diags]})
+        print_json({"valid": not errors, "diagnostics": [d.to_json() for d in diags],
+                    "warnings": [version] if version else []})
     else:
         for d in diags:
             err.print(str(d), markup=False, highlight=False)

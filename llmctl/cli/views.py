@@ -94,29 +94,37 @@ def next_steps(app_name: str, local: bool) -> str:
 
 
 def print_ready(result) -> None:
+    """The endpoint and ready-to-paste examples: chat for generative models,
+    embeddings for models on vLLM's pooling runner."""
     names = ", ".join(a.name for a in result.apps)
     out.print(f"{names} is RUNNING ({', '.join(result.model_ids) or 'no LLM models'}) after {result.elapsed:.1f}s", markup=False)
     if result.endpoint:
-        model = result.model_ids[0] if result.model_ids else "MODEL"
+        chat = [m for m in result.model_ids if m not in result.pooling]
+        embed = [m for m in result.model_ids if result.pooling.get(m) == "embed"]
         out.print(f"endpoint: {result.endpoint}", markup=False)
         out.print("", markup=False)
         out.print("curl:", markup=False)
-        out.print(
-            f"  curl {result.endpoint}/chat/completions -H 'Content-Type: application/json' \\\n"
-            f"    -d '{{\"model\": \"{model}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello!\"}}]}}'",
-            markup=False,
-            highlight=False,
-        )
+        for model in chat[:1]:
+            out.print(
+                f"  curl {result.endpoint}/chat/completions -H 'Content-Type: application/json' \\\n"
+                f"    -d '{{\"model\": \"{model}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello!\"}}]}}'",
+                markup=False, highlight=False,
+            )
+        for model in embed[:1]:
+            out.print(
+                f"  curl {result.endpoint}/embeddings -H 'Content-Type: application/json' \\\n"
+                f"    -d '{{\"model\": \"{model}\", \"input\": \"Hello!\"}}'",
+                markup=False, highlight=False,
+            )
         out.print("", markup=False)
         out.print("python (pip install openai):", markup=False)
-        out.print(
-            "  from openai import OpenAI\n"
-            f"  client = OpenAI(base_url=\"{result.endpoint}\", api_key=\"not-needed\")\n"
-            f"  reply = client.chat.completions.create(model=\"{model}\", messages=[{{\"role\": \"user\", \"content\": \"Hello!\"}}])\n"
-            "  print(reply.choices[0].message.content)",
-            markup=False,
-            highlight=False,
-        )
+        lines = ["  from openai import OpenAI", f"  client = OpenAI(base_url=\"{result.endpoint}\", api_key=\"not-needed\")"]
+        for model in chat[:1]:
+            lines += [f"  reply = client.chat.completions.create(model=\"{model}\", messages=[{{\"role\": \"user\", \"content\": \"Hello!\"}}])",
+                      "  print(reply.choices[0].message.content)"]
+        for model in embed[:1]:
+            lines += [f"  vector = client.embeddings.create(model=\"{model}\", input=\"Hello!\").data[0].embedding"]
+        out.print("\n".join(lines), markup=False, highlight=False)
         out.print("", markup=False)
     out.print(next_steps(result.apps[0].name if result.apps else "APP", result.local), markup=False)
 

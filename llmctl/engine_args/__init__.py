@@ -62,6 +62,7 @@ from llmctl.engine_args.table import (  # noqa: F401
     load_table,
     normalize_name,
     owned_reason,
+    pooling_task,
     suggest,
 )
 from llmctl.engine_args.values import check_value, parse_engine_arg, parse_value  # noqa: F401

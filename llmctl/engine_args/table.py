@@ -257,3 +257,15 @@ def get_spec(name: str, specs: Optional[Mapping[str, ArgSpec]] = None) -> Option
 
 # --------------------------------------------------------------------------
 # Messages
+
+
+def pooling_task(engine_kwargs: Any) -> Optional[str]:
+    """``"embed"`` / ``"classify"`` / … when these engine arguments run vLLM's
+    pooling runner (an embedding or scoring model: served on /v1/embeddings or
+    /v1/score, not /v1/chat/completions), else None."""
+    if not isinstance(engine_kwargs, Mapping):
+        return None
+    convert = engine_kwargs.get("convert")
+    if engine_kwargs.get("runner") == "pooling" or convert in ("embed", "classify", "reward"):
+        return convert if isinstance(convert, str) and convert != "auto" else "embed"
+    return None

@@ -42,6 +42,7 @@ from typing import Iterator
 
 import httpx
 
+from llmctl.engine_args import pooling_task
 from llmctl.errors import ClusterUnreachable, DeployFailed, UsageError
 from llmctl.sources import env_ref
 from llmctl.launch import address as _address
@@ -75,6 +76,7 @@ class Prepared:
     sources: dict[str, str] = field(default_factory=dict)  # model id -> model_source (for messages)
     secrets: list[str] = field(default_factory=list)  # values to scrub from output
     env_vars_used: list[str] = field(default_factory=list)
+    pooling: dict[str, str] = field(default_factory=dict)  # model id -> pooling task (embedding / scoring models)
 
 
 def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, local_node: bool = True) -> Prepared:
@@ -97,6 +99,7 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, lo
     names: list[str] = []
     model_ids: dict[str, list[str]] = {}
     sources: dict[str, str] = {}
+    pooling: dict[str, str] = {}
     for app in config.get("applications") or []:
         name = app.get("name") or "default"
         names.append(name)
@@ -109,11 +112,14 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, lo
                     ids.append(str(mid))
                     src = (llm.get("model_loading_config") or {}).get("model_source", mid)
                     sources[str(mid)] = src if isinstance(src, str) else json.dumps(src)
+                    task = pooling_task(llm.get("engine_kwargs"))
+                    if task:
+                        pooling[str(mid)] = task
                 _fill_env(llm.get("runtime_env"), f"model {mid!r}", env, secrets, used, path)
         model_ids[name] = ids
     if len(set(names)) != len(names):
         raise UsageError(f"{path}: two applications have the same name")
-    return Prepared(config, names, model_ids, sources, secrets, used)
+    return Prepared(config, names, model_ids, sources, secrets, used, pooling)
 
 
 def _fill_env(runtime_env, where: str, env, secrets: list[str], used: list[str], path: Path) -> None:
@@ -214,6 +220,12 @@ def up(
         + (f"; filled {', '.join(sorted(set(prepared.env_vars_used)))} from the environment" if prepared.env_vars_used else "")
     )
     local_default = (address or "").strip() in ("", "local", "auto")
+    if local_default:  # the local head runs the vLLM installed here
+        from llmctl.compat import warning as version_warning
+
+        version = version_warning()
+        if version:
+            yield Step(f"warning: {version}")
     if local_default and _cluster.running_state() is None:
         yield Step("starting a local Ray head (127.0.0.1, private ports and temp dir) …")
     client, target, started = connect(address, start=True, num_cpus=num_cpus)
@@ -314,6 +326,7 @@ def _result(apps, client, target, prepared, elapsed, running, started, base=None
         dashboard_url=client.url,
         endpoint=endpoint,
         model_ids=ids,
+        pooling=dict(prepared.pooling),
         elapsed=elapsed,
         running=running,
         local=target.is_local,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 from llmctl.launch.serve_api import AppSummary
@@ -29,6 +29,7 @@ class UpResult:
     running: bool
     local: bool
     cluster_started: bool = False
+    pooling: dict = field(default_factory=dict)  # model id -> pooling task (embedding / scoring models)
 
     def to_json(self) -> dict:
         return {
@@ -40,6 +41,7 @@ class UpResult:
             "running": self.running,
             "local_cluster": self.local,
             "cluster_started": self.cluster_started,
+            "pooling_models": self.pooling,
         }
 
 

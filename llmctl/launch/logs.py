@@ -6,9 +6,11 @@ Local cluster (the one llmctl started): files under
 - ``serve/replica_<app>_<deployment>_<id>.log`` — Serve's log of each replica;
 - ``serve/controller_<pid>.log`` — the controller (lines about the app only,
   when an app is named);
-- ``worker-*-<pid>.err`` of each live replica — what the engine writes to
-  stderr (vLLM's own log lines and tracebacks land here, not in the replica
-  log).
+- ``worker-*-<pid>.out`` and ``.err`` of each live replica — what the
+  replica process (and vLLM's engine-core child, which inherits them) writes
+  to stdout and stderr: vLLM's own log lines go to stdout
+  (VLLM_LOGGING_STREAM defaults to sys.stdout), tracebacks to stderr; neither
+  is in the Serve replica log.
 
 Remote cluster: the same files through Ray's log API on the dashboard
 (``/api/v0/logs``), listed per node.
@@ -71,7 +73,7 @@ def _replica_pids(status: dict, apps: list[str]) -> list[tuple[str, int]]:
         for dname, dep in (((status.get("applications") or {}).get(name) or {}).get("deployments") or {}).items():
             for r in dep.get("replicas") or []:
                 if r.get("pid"):
-                    out.append((f"stderr {dname} {r.get('replica_id', '')}".strip(), int(r["pid"])))
+                    out.append((f"{dname} {r.get('replica_id', '')}".strip(), int(r["pid"])))
     return out
 
 
@@ -93,8 +95,9 @@ def _local_sources(target: Target, app: str | None, status: dict, apps: list[str
         for p in sorted(serve.glob(f"replica_{_safe(name)}_*.log")):
             srcs.append(_Src(_replica_label(p.name, name), str(p)))
     for label, pid in _replica_pids(status, apps):
-        for p in sorted(logs.glob(f"worker-*-{pid}.err")):
-            srcs.append(_Src(label, str(p)))
+        for stream in ("out", "err"):
+            for p in sorted(logs.glob(f"worker-*-{pid}.{stream}")):
+                srcs.append(_Src(f"std{stream} {label}", str(p)))
     return srcs
 
 
@@ -117,9 +120,9 @@ def _remote_sources(client: ServeClient, app: str | None, status: dict, apps: li
                     srcs.append(_Src(_replica_label(base, name), f, nid))
                 elif base.startswith(f"controller_build_{_safe(name)}_"):
                     srcs.append(_Src(f"build {name}", f, nid))
-            m = re.match(r"worker-.*-(\d+)\.err$", base)
+            m = re.match(r"worker-.*-(\d+)\.(out|err)$", base)
             if m and int(m.group(1)) in pids:
-                srcs.append(_Src(pids[int(m.group(1))], f, nid))
+                srcs.append(_Src(f"std{m.group(2)} {pids[int(m.group(1))]}", f, nid))
     return srcs
 
 
@@ -267,7 +270,8 @@ def _follow_remote(target: Target, app: str | None, lines: int) -> Iterator[LogL
 
 
 def replica_log_tail(target: Target, pid: int | None, lines: int = 20, *, app: str | None = None, deployment: str | None = None) -> str:
-    """The last lines of a replica's Serve log and of what its process wrote to stderr."""
+    """The last lines of a replica's Serve log and of what its process wrote to
+    stdout (vLLM's log lines) and stderr (tracebacks)."""
     out: list[str] = []
     dep_safe = deployment.replace(":", "_") if deployment else None
     if target.is_local:
@@ -277,8 +281,9 @@ def replica_log_tail(target: Target, pid: int | None, lines: int = 20, *, app: s
             if files:
                 out += [_plain(ln) for ln in _read_tail(str(files[-1]), lines // 2) if ln.strip()]
         if pid:
-            for p in sorted(logs.glob(f"worker-*-{pid}.err")):
-                out += [_plain(ln) for ln in _read_tail(str(p), lines * 3) if ln.strip() and not ln.startswith(":")][-lines:]
+            for stream in ("out", "err"):
+                for p in sorted(logs.glob(f"worker-*-{pid}.{stream}")):
+                    out += [_plain(ln) for ln in _read_tail(str(p), lines * 3) if ln.strip() and not ln.startswith(":")][-lines:]
         return "\n".join(out)
     client = ServeClient(target.dashboard_url)
     try:
@@ -291,11 +296,12 @@ def replica_log_tail(target: Target, pid: int | None, lines: int = 20, *, app: s
                     text = client.log_file(nid, files[-1], lines=lines // 2)
                     out += [_plain(ln) for ln in text.splitlines() if ln.strip()]
             if pid:
-                listing = client.list_logs(nid, glob=f"*{pid}.err")
-                files = [f for group in listing.values() for f in group]
-                if files:
-                    text = client.log_file(nid, files[0], lines=lines * 3)
-                    out += [_plain(ln) for ln in text.splitlines() if ln.strip() and not ln.startswith(":")][-lines:]
+                for stream in ("out", "err"):
+                    listing = client.list_logs(nid, glob=f"*{pid}.{stream}")
+                    files = [f for group in listing.values() for f in group]
+                    if files:
+                        text = client.log_file(nid, files[0], lines=lines * 3)
+                        out += [_plain(ln) for ln in text.splitlines() if ln.strip() and not ln.startswith(":")][-lines:]
     except (HTTPFailure, ClusterUnreachable):
         pass
     return "\n".join(out)
