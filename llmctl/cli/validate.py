@@ -26,8 +26,6 @@ def validate_cmd(
 
     diags = validate_paths(files)
     version = version_warning()
-    if version and not json_:
-        err.print(f"warning: {version}", markup=False, highlight=False)
     errors = errors_only(diags)
     if json_:
         print_json({"valid": not errors, "diagnostics": [d.to_json() for d in diags],
@@ -35,6 +33,8 @@ def validate_cmd(
     else:
         for d in diags:
             err.print(str(d), markup=False, highlight=False)
+        if version:
+            err.print(f"warning: {version}", markup=False, highlight=False)
         if errors:
             err.print(f"{len(errors)} problem{'s' if len(errors) != 1 else ''} found", markup=False)
         else:
