@@ -66,6 +66,10 @@ class OutputExists(UsageError):
     """Refusing to overwrite a file without --force."""
 
 
+class PreflightFailed(UsageError):
+    """The cluster cannot hold what the config asks for (exit 2, nothing deployed)."""
+
+
 class ClusterUnreachable(LlmctlError):
     """No Ray cluster answers at the address (exit 3)."""
 

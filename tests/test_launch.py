@@ -133,20 +133,22 @@ def test_gpu_config_on_cpu_cluster_fails_fast(cluster_home, tiny_model, tmp_path
     }
     serve = write_app(tmp_path, "gpu_app", "/gpu", llm)
 
+    # --no-preflight: deploy anyway, to see how a placement Ray cannot satisfy
+    # is reported after the fact (test_preflight.py covers the refusal before).
     # --no-wait returns once Ray accepted the config; status shows it not running.
-    r = llmctl("up", serve, "--no-wait")
+    r = llmctl("up", serve, "--no-wait", "--no-preflight")
     assert r.code == 0, r.err
     assert "not waiting" in r.out
     st = llmctl("status", "--json")
     assert st.code == 1
     assert [a["name"] for a in st.json()["applications"]] == ["gpu_app"]
-    r = llmctl("up", serve, "--no-wait", "--json")
+    r = llmctl("up", serve, "--no-wait", "--json", "--no-preflight")
     assert r.code == 0, r.err
     res = r.json()
     assert res["running"] is False and res["local_cluster"] is True and res["model_ids"] == ["gpu-llama"]
     assert [a["name"] for a in res["apps"]] == ["gpu_app"]
 
-    r = llmctl("up", serve, "--timeout", "300")
+    r = llmctl("up", serve, "--timeout", "300", "--no-preflight")
     assert r.code == 1, (r.out, r.err)
     assert "GPU:1" in r.err and "GPU:0" in r.err and "A10G" in r.err, r.err
     assert "cannot be scheduled" in r.err  # named from the state API, not a timeout (bench/ times it)

@@ -25,6 +25,7 @@ def up_cmd(
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Return right after the config is accepted.")] = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="After RUNNING, tail the app's logs until Ctrl-C (the app keeps running).")] = False,
     num_cpus: Annotated[Optional[int], typer.Option("--num-cpus", metavar="N", help="Logical CPUs of a local head llmctl starts (default: max(8, cores)).")] = None,
+    no_preflight: Annotated[bool, typer.Option("--no-preflight", help="Skip checking the cluster's resources before deploying.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Validate FILE, deploy it (starting a local Ray head if no cluster is given), wait until RUNNING."""
@@ -35,7 +36,7 @@ def up_cmd(
     view = ProgressView()
     result = None
     try:
-        for ev in launch.up(file, address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus):
+        for ev in launch.up(file, address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus, preflight=not no_preflight):
             if isinstance(ev, launch.Step):
                 view.step(ev.message)
             elif isinstance(ev, launch.Progress):

@@ -308,7 +308,9 @@ def _ray_env() -> dict[str, str]:
     return env
 
 
-def _head_command(ports: dict[str, int], temp_dir: str, num_cpus: int, num_gpus: int) -> list[str]:
+def _head_command(ports: dict[str, int], temp_dir: str, num_cpus: int, num_gpus: int,
+                  resources: dict[str, float] | None = None) -> list[str]:
+    extra = ["--resources", json.dumps(resources)] if resources else []  # e.g. fake accelerator_type:L4 for tests
     return [
         ray_executable(), "start", "--head", "--block",
         "--node-ip-address", "127.0.0.1",
@@ -329,6 +331,7 @@ def _head_command(ports: dict[str, int], temp_dir: str, num_cpus: int, num_gpus:
         "--num-gpus", str(num_gpus),
         "--disable-usage-stats",
         "--log-style", "record",
+        *extra,
     ]  # fmt: skip
 
 
@@ -345,6 +348,7 @@ def start_head(
     *,
     num_cpus: int | None = None,
     num_gpus: int | None = None,
+    resources: dict[str, float] | None = None,
     timeout: float = START_TIMEOUT_S,
     temp_root: str | None = None,
 ) -> ClusterState:
@@ -364,7 +368,7 @@ def start_head(
         ports = pick_ports()
         temp_dir = tempfile.mkdtemp(prefix="llmctl-", dir=temp_root or _short_tmp())
         log_file = os.path.join(temp_dir, "ray-start.log")
-        cmd = _head_command(ports, temp_dir, num_cpus, num_gpus)
+        cmd = _head_command(ports, temp_dir, num_cpus, num_gpus, resources)
         with open(log_file, "ab") as log:
             proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

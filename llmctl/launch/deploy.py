@@ -43,10 +43,11 @@ from typing import Iterator
 import httpx
 
 from llmctl.engine_args import pooling_task
-from llmctl.errors import ClusterUnreachable, DeployFailed, UsageError
+from llmctl.errors import ClusterUnreachable, DeployFailed, PreflightFailed, UsageError
 from llmctl.sources import env_ref
 from llmctl.launch import address as _address
 from llmctl.launch import cluster as _cluster
+from llmctl.launch import preflight as _preflight
 from llmctl.launch.events import Progress, Step, UpEvent, UpResult
 from llmctl.launch.reasons import failure_message
 from llmctl.launch.watch import ResourceWatcher
@@ -210,7 +211,13 @@ def up(
     timeout: float = 900.0,
     wait: bool = True,
     num_cpus: int | None = None,
+    preflight: bool = True,
 ) -> Iterator[UpEvent]:
+    """Validate, (start a local head,) preflight, deploy, wait until RUNNING.
+
+    Yields Step and Progress events and ends with an UpResult; raises
+    ValidationFailed / PreflightFailed (exit 2), DeployFailed (exit 1),
+    ClusterUnreachable (exit 3)."""
     t0 = time.monotonic()
     prepared = prepare(serve_path, local_node=(address or "").strip() in ("", "local", "auto"))
     n_models = sum(len(v) for v in prepared.model_ids.values())
@@ -232,6 +239,13 @@ def up(
     if started:
         st = target.local
         yield Step(f"started a local Ray head: dashboard {st.dashboard_url}, state {_cluster.state_path()}")
+    if preflight:
+        pf = _preflight.check(prepared.config, client)
+        for w in pf.warnings:
+            yield Step(f"warning: {w}")
+        if not pf.ok:
+            raise PreflightFailed("\n".join(pf.errors) + "\nnothing was deployed (`llmctl check` repeats this; --no-preflight skips it)")
+        yield Step(f"preflight: the cluster can hold it ({len(pf.nodes)} node(s), {pf.seconds:.2f}s)")
     current = client.status()
     payload = compose(prepared, current, target.local)
     # Ray does not retry a failed app whose config did not change: remove it first.

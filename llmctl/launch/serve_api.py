@@ -133,6 +133,17 @@ class ServeClient:
     def nodes(self) -> list[dict]:
         return self._state_list("nodes")
 
+    def node_usage(self) -> dict[str, str]:
+        """Per node id, the dashboard's "used/total resource" lines (``GET /nodes?view=summary``)."""
+        try:
+            data = self._json("GET", "/nodes?view=summary")
+        except HTTPFailure:
+            return {}
+        try:
+            return dict(data["data"]["node_logical_resources"] or {})
+        except (KeyError, TypeError):
+            return {}
+
     def actors(self, **filters: str) -> list[dict]:
         return self._state_list("actors", **filters)
 

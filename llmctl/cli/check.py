@@ -1,0 +1,47 @@
+"""`llmctl check SERVE_FILE`: can the cluster hold it? (preflight, nothing deployed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from typing_extensions import Annotated
+
+from llmctl.cli import app
+from llmctl.cli.console import err, out, print_json
+from llmctl.cli.options import AddressOpt, JsonOpt
+from llmctl.errors import EXIT_USAGE
+
+
+@app.command("check")
+def check_cmd(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="A serve config (serve_*.yaml).", show_default=False)],
+    address: AddressOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Check a serve config against the cluster's nodes and free resources before deploying. Exit 0 if it can start, 2 if not."""
+    from llmctl.launch import preflight
+    from llmctl.launch.address import resolve_target
+    from llmctl.launch.serve_api import ServeClient
+    from llmctl.validate import load_deployable
+
+    target = resolve_target(address)
+    config = load_deployable(file, local_node=target.is_local)
+    res = preflight.check(config, ServeClient(target.dashboard_url))
+    if json_out:
+        print_json(res.to_json())
+    else:
+        for d in res.demands:
+            bundles = " + ".join("{" + ", ".join(f"{k}: {v:g}" for k, v in b.items()) + "}" for b in d.bundles)
+            out.print(f"{d.app}/{d.deployment}: {d.min_replicas}-{d.max_replicas} replicas of {bundles} ({d.strategy})", markup=False)
+        for n in res.nodes:
+            have = ", ".join(f"{k} {n.free.get(k, 0):g}/{v:g}" for k, v in sorted(n.total.items()))
+            out.print(f"node {n.ip}: free/total {have}", markup=False)
+        for w in res.warnings:
+            err.print(f"warning: {w}", markup=False, highlight=False)
+        for e in res.errors:
+            err.print(f"error: {e}", markup=False, highlight=False)
+        if res.ok:
+            out.print(f"OK: the cluster can start it (checked in {res.seconds:.2f}s); next: llmctl up {file}", markup=False)
+    if not res.ok:
+        raise typer.Exit(EXIT_USAGE)

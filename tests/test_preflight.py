@@ -1,0 +1,144 @@
+"""Preflight (issue 11): what one replica asks Ray for, and whether a cluster
+holds min_replicas / max_replicas of it, before anything is deployed.
+
+The placement arithmetic is checked on node data written out by hand; the
+verdicts are checked against real Ray heads: the session's CPU-only head and
+a head that advertises 2 (logical) L4 GPUs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from llmctl.launch import preflight as P
+
+from helpers import make_model_dir
+from test_launch import llmctl, write_app
+
+
+def _gpu_llm(tp: int, mn: int = 1, mx: int = 1, acc: str = "L4", source: str = "/models/x") -> dict:
+    return {
+        "model_loading_config": {"model_id": f"tp{tp}", "model_source": source},
+        "accelerator_type": acc,
+        "engine_kwargs": {"tensor_parallel_size": tp, "max_model_len": 512},
+        "deployment_config": {"max_ongoing_requests": 4,
+                              "autoscaling_config": {"min_replicas": mn, "max_replicas": mx, "target_ongoing_requests": 2}},
+    }
+
+
+def _config(*llms: dict) -> dict:
+    return {"applications": [{"name": "app", "route_prefix": "/", "import_path": "ray.serve.llm:build_openai_app",
+                              "args": {"llm_configs": list(llms)}}]}
+
+
+def test_replica_bundles_follow_ray_serve_llm():
+    # TP 2 on L4: two {GPU 1, accelerator_type:L4 0.001} bundles, the replica actor's CPU 1 in the first
+    bundles, strategy = P.replica_bundles(_gpu_llm(2))
+    assert bundles == [{"GPU": 1.0, "accelerator_type:L4": 0.001, "CPU": 1.0}, {"GPU": 1.0, "accelerator_type:L4": 0.001}]
+    assert strategy == "PACK"
+    # CPU: the explicit bundle plus the actor's CPU: 2 CPUs per replica
+    cpu = {"model_loading_config": {"model_id": "c"}, "placement_group_config": {"bundles": [{"CPU": 1}]}}
+    assert P.replica_bundles(cpu)[0] == [{"CPU": 2.0}]
+
+
+def _node(ip: str, **res: float) -> P.Node:
+    return P.Node(ip, ip, dict(res), dict(res))
+
+
+def test_placement_arithmetic_on_hand_written_nodes():
+    two_l4 = [_node("10.0.0.1", CPU=8, GPU=2, **{"accelerator_type:L4": 2})]
+    ok = P.check(_config(_gpu_llm(1, 1, 2)), None, nodes=two_l4)
+    assert ok.ok and not ok.warnings  # 2 replicas of 1 GPU on 2 GPUs
+    tp4 = P.check(_config(_gpu_llm(4)), None, nodes=two_l4)
+    assert not tp4.ok and "GPU 4 per replica" in tp4.errors[0] and "GPU 2 free of 2" in tp4.errors[0]
+    many = P.check(_config(_gpu_llm(1, 1, 8)), None, nodes=two_l4)
+    assert many.ok and "max_replicas 8 is out of reach: the cluster holds 2 replicas" in many.warnings[0]
+    wrong_gpu = P.check(_config(_gpu_llm(1, acc="H100")), None, nodes=two_l4)
+    assert not wrong_gpu.ok and "no node has H100 GPUs" in wrong_gpu.errors[0]
+    # free < total: the replicas would wait for other apps
+    busy = [P.Node("n", "10.0.0.1", {"CPU": 8, "GPU": 2, "accelerator_type:L4": 2}, {"CPU": 8, "GPU": 0, "accelerator_type:L4": 2})]
+    waits = P.check(_config(_gpu_llm(1)), None, nodes=busy)
+    assert waits.ok and "other applications hold the rest" in waits.warnings[0]
+    # TP 2 spread over two 1-GPU nodes: PACK places bundles on different nodes; STRICT_PACK cannot
+    split = [_node("a", CPU=4, GPU=1, **{"accelerator_type:L4": 1}), _node("b", CPU=4, GPU=1, **{"accelerator_type:L4": 1})]
+    assert P.check(_config(_gpu_llm(2)), None, nodes=split).ok
+    strict = _gpu_llm(2) | {"placement_group_config": {"bundles": [{"GPU": 1}, {"GPU": 1}], "strategy": "STRICT_PACK"}}
+    assert not P.check(_config(strict), None, nodes=split).ok
+
+
+def test_usage_strings_of_the_dashboard():
+    assert P.parse_usage("3.0/8.0 CPU\n0.0/2.0 GPU\n0B/9.31GiB memory") == {"CPU": (3.0, 8.0), "GPU": (0.0, 2.0)}
+
+
+# --------------------------------------------------------------------------
+# real heads
+
+
+@pytest.mark.cluster
+def test_gpu_config_on_the_cpu_head_is_refused_before_deploying(cluster_home, tmp_path):
+    serve = write_app(tmp_path, "gpu_pf", "/gpupf", _gpu_llm(1, source=str(make_model_dir(tmp_path / "m"))))
+    r = llmctl("check", serve)
+    assert r.code == 2, (r.out, r.err)
+    assert "gpu_pf/LLMServer:tp1: min_replicas 1 cannot start on this cluster: no node has L4 GPUs" in r.err
+    r = llmctl("up", serve)
+    assert r.code == 2 and "nothing was deployed" in r.err, r.err
+    st = llmctl("status", "--json")
+    assert "gpu_pf" not in [a["name"] for a in st.json()["applications"]]
+
+
+@pytest.fixture(scope="module")
+def l4_head(tmp_path_factory):
+    """A second private head advertising 2 logical L4 GPUs (nothing GPU runs on it)."""
+    from llmctl.launch import cluster
+
+    home = tmp_path_factory.mktemp("l4-home")
+    old = os.environ.get("LLMCTL_HOME")
+    os.environ["LLMCTL_HOME"] = str(home)
+    try:
+        state = cluster.start_head(num_cpus=8, num_gpus=2, resources={"accelerator_type:L4": 2})
+    finally:
+        if old is None:
+            os.environ.pop("LLMCTL_HOME", None)
+        else:
+            os.environ["LLMCTL_HOME"] = old
+    yield home, state
+    os.environ["LLMCTL_HOME"] = str(home)
+    try:
+        res = cluster.stop_head(state)
+    finally:
+        if old is None:
+            os.environ.pop("LLMCTL_HOME", None)
+        else:
+            os.environ["LLMCTL_HOME"] = old
+    assert not res.remaining
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("tp,mx,code,needle", [
+    (1, 1, 0, "OK: the cluster can start it"),
+    (4, 1, 2, "min_replicas 1 cannot start on this cluster: needs GPU 4 per replica"),
+    (1, 8, 0, "max_replicas 8 is out of reach: the cluster holds 2 replicas"),
+])
+def test_preflight_against_a_head_with_two_l4(l4_head, tmp_path, tp, mx, code, needle):
+    home, state = l4_head
+    serve = write_app(tmp_path, f"l4_{tp}_{mx}", "/l4", _gpu_llm(tp, 1, mx, source=str(make_model_dir(tmp_path / "m"))))
+    r = llmctl("check", serve, "--address", state.dashboard_url, env={"LLMCTL_HOME": str(home)})
+    assert r.code == code, (r.out, r.err)
+    assert needle in r.out + r.err
+    data = llmctl("check", serve, "--address", state.dashboard_url, "--json", env={"LLMCTL_HOME": str(home)}).json()
+    assert data["ok"] is (code == 0)
+    (node,) = data["nodes"]
+    assert node["total"]["GPU"] == 2 and node["total"]["accelerator_type:L4"] == 2
+
+
+def test_preflight_does_not_import_ray(tmp_path):
+    """The placement arithmetic is plain Python (the CLI stays light)."""
+    import subprocess
+    import sys
+
+    code = "import sys, llmctl.launch.preflight; print('ray' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ})
+    assert r.stdout.strip() == "False", r.stderr
+    assert Path(P.__file__).read_text().count("import ray") == 0
