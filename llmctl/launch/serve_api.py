@@ -198,6 +198,8 @@ def _error_text(raw: str) -> str:
 
 
 SCALING_STATES = ("UPSCALING", "DOWNSCALING")
+# Serve's own words for an autoscaling decision (ray/serve/_private/deployment_state.py).
+_SCALING_MESSAGE = re.compile(r"^(Upscaling|Downscaling) from \d+ to \d+ replicas")
 
 
 @dataclass
@@ -281,7 +283,7 @@ def summarize(status: dict, dashboard_url: str) -> list[AppSummary]:
                     replicas=counts,
                     required_resources=dep.get("required_resources") or {},
                     running_replicas=counts.get("RUNNING", 0),
-                    autoscaling=(dep.get("message") or "") if status in SCALING_STATES else "",
+                    autoscaling=(dep.get("message") or "") if _SCALING_MESSAGE.match(dep.get("message") or "") else "",
                 )
             )
         route = app.get("route_prefix")

@@ -1,0 +1,102 @@
+"""``llmctl up --fix``: turn a diagnosed start-up failure into a change of the
+config file, shown as a diff, applied only after confirmation, old file kept
+as ``.bak`` (issue 11).
+
+The diagnosis (``llmctl.failures``) says which LLMConfig values to change, as
+dotted paths (``engine_kwargs.max_model_len``). This module finds where that
+LLMConfig lives — a model config file the serve file names, or an inline
+mapping in the serve file — and edits that file's text in place
+(:mod:`llmctl.yaml_edit`: comments and layout kept).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from llmctl import yaml_edit
+from llmctl.errors import LlmctlError
+
+
+@dataclass
+class FixPlan:
+    app: str
+    model_id: str
+    file: Path
+    prefix: list  # path of the LLMConfig inside the file ([] for a model config file)
+    changes: dict[str, Any]
+    cause: str
+    fix: str
+    old_text: str
+    new_text: str
+
+    def diff(self) -> str:
+        return "".join(difflib.unified_diff(self.old_text.splitlines(True), self.new_text.splitlines(True),
+                                            fromfile=f"{self.file} (now)", tofile=f"{self.file} (fixed)"))
+
+
+def locate(serve_path: Path, app: str, model_id: str) -> Optional[tuple[Path, list]]:
+    """(file, path inside it) of the LLMConfig of ``model_id`` in ``app``."""
+    serve_path = Path(serve_path)
+    data = yaml.safe_load(serve_path.read_text(encoding="utf-8")) or {}
+    base = serve_path.resolve().parent
+    for i, a in enumerate(data.get("applications") or []):
+        if a.get("name", "default") != app:
+            continue
+        for j, entry in enumerate((a.get("args") or {}).get("llm_configs") or []):
+            if isinstance(entry, str):
+                p = Path(os.path.expanduser(entry))
+                p = p if p.is_absolute() else base / p
+                try:
+                    cfg = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+                except OSError:
+                    continue
+                if (cfg.get("model_loading_config") or {}).get("model_id") == model_id:
+                    return p, []
+            elif isinstance(entry, dict) and (entry.get("model_loading_config") or {}).get("model_id") == model_id:
+                return serve_path, ["applications", i, "args", "llm_configs", j]
+    return None
+
+
+def plan(serve_path: Path, app: str, model_id: str, changes: dict[str, Any], *, cause: str = "", fix: str = "") -> FixPlan:
+    where = locate(serve_path, app, model_id)
+    if where is None:
+        raise LlmctlError(f"{serve_path}: no LLMConfig with model_id {model_id!r} in application {app!r} to fix")
+    file, prefix = where
+    old = file.read_text(encoding="utf-8")
+    new = old
+    for dotted, value in changes.items():
+        try:
+            new = yaml_edit.set_value(new, prefix + dotted.split("."), value)
+        except yaml_edit.EditError as e:
+            raise LlmctlError(f"{file}: cannot change {dotted} automatically ({e}); change it by hand: {fix}") from None
+    return FixPlan(app, model_id, file, prefix, dict(changes), cause, fix, old, new)
+
+
+def backup_path(file: Path) -> Path:
+    """``file.bak``, or ``file.bak.1``, … when earlier backups exist (never overwritten)."""
+    bak = file.with_name(file.name + ".bak")
+    n = 1
+    while bak.exists():
+        bak = file.with_name(f"{file.name}.bak.{n}")
+        n += 1
+    return bak
+
+
+def apply(p: FixPlan) -> Path:
+    """Write the fixed file atomically, the old one kept as a backup; returns the backup's path."""
+    if p.file.read_text(encoding="utf-8") != p.old_text:
+        raise LlmctlError(f"{p.file} changed since the fix was planned; nothing written")
+    bak = backup_path(p.file)
+    bak.write_text(p.old_text, encoding="utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.file.name}.", suffix=".tmp", dir=p.file.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(p.new_text)
+    os.replace(tmp, p.file)
+    return bak
