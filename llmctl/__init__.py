@@ -7,6 +7,8 @@ The Python API is the core the CLI itself calls (nothing here prints):
 - :func:`validate_files` — diagnostics for serve / model config files, as
   ``llmctl validate`` (each with a stable ``code``);
 - :func:`plan` — the sizing table, as ``llmctl plan`` (rows, advised TP);
+- :func:`bench` — load an app's endpoint and watch its replicas, as
+  ``llmctl bench``;
 - :func:`up`, :func:`down` — generators of progress events ending in a
   result, as ``llmctl up`` / ``llmctl down``; :func:`status` — a report.
 
@@ -28,12 +30,14 @@ _API = {
     "up": ("llmctl.launch.deploy", "up"),
     "status": ("llmctl.launch.operate", "status"),
     "down": ("llmctl.launch.operate", "down"),
+    "bench": ("llmctl.loadgen", "bench"),
 }
 
 __all__ = ["__version__", *_API]
 
 if TYPE_CHECKING:  # pragma: no cover
     from llmctl.genconfig import generate  # noqa: F401
+    from llmctl.loadgen import bench  # noqa: F401
     from llmctl.launch.deploy import up  # noqa: F401
     from llmctl.launch.operate import down, status  # noqa: F401
     from llmctl.planner import plan  # noqa: F401

@@ -1,0 +1,330 @@
+"""``llmctl bench``: load an app's OpenAI endpoint and watch it scale (issue 8).
+
+A core with no UI: :func:`bench` runs ``concurrency`` async workers (httpx)
+that send chat completions until ``requests`` were sent or ``duration``
+seconds passed, while a sampler records each LLM deployment's replica counts
+from Serve's REST API. Tokens are counted from the server's own ``usage``
+(``stream_options.include_usage`` when streaming); ``ignore_eos`` makes every
+request generate exactly ``max_tokens`` so runs are comparable. Errors (HTTP
+status, timeouts, broken streams) are counted, never raised; ``stop`` (a
+threading.Event the CLI sets on Ctrl-C) ends the run early and the result
+holds what was measured so far.
+
+Metrics, per request: time to first token (first content chunk), the gaps
+between content chunks (inter-token latency, as vLLM's own benchmark measures
+it), latency, output tokens. Aggregates: req/s and output tokens/s over the
+wall time of the run, TTFT / ITL / latency percentiles (linear interpolation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Optional
+
+import httpx
+
+from llmctl.errors import UsageError
+
+WORDS = ("ray serve runs large language models behind an openai compatible endpoint the replicas scale "
+         "with the load and the router balances traffic across them").split()
+
+
+@dataclass
+class RequestResult:
+    ok: bool
+    latency: float
+    ttft: Optional[float] = None
+    itls: list[float] = field(default_factory=list)
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    error: str = ""  # "HTTP 404", "ReadTimeout", …
+
+
+@dataclass
+class ReplicaSample:
+    t: float
+    deployment: str
+    running: int
+    target: Optional[int]
+    message: str = ""
+
+
+@dataclass
+class BenchSettings:
+    url: str
+    model: str
+    concurrency: int
+    requests: Optional[int]
+    duration: Optional[float]
+    prompt_tokens: int
+    max_tokens: int
+    stream: bool
+
+
+def percentiles(values: list[float], ps: tuple[int, ...] = (50, 90, 99)) -> dict[str, Optional[float]]:
+    """Linear-interpolation percentiles (numpy's default method)."""
+    out: dict[str, Optional[float]] = {}
+    vs = sorted(values)
+    for p in ps:
+        if not vs:
+            out[f"p{p}"] = None
+            continue
+        k = (len(vs) - 1) * p / 100
+        lo, hi = int(k), min(int(k) + 1, len(vs) - 1)
+        out[f"p{p}"] = vs[lo] + (vs[hi] - vs[lo]) * (k - lo)
+    return out
+
+
+@dataclass
+class BenchResult:
+    settings: BenchSettings
+    results: list[RequestResult]
+    seconds: float
+    timeline: list[ReplicaSample] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def done(self) -> int:
+        return sum(1 for r in self.results if r.ok)
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for r in self.results if not r.ok)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(r.output_tokens for r in self.results if r.ok)
+
+    def errors(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.results:
+            if not r.ok:
+                out[r.error] = out.get(r.error, 0) + 1
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        ok = [r for r in self.results if r.ok]
+        secs = max(self.seconds, 1e-9)
+        return {
+            "requests": len(self.results), "done": self.done, "failed": self.failed, "errors": self.errors(),
+            "seconds": round(self.seconds, 3), "req_per_s": self.done / secs, "output_tokens": self.output_tokens,
+            "output_tokens_per_s": self.output_tokens / secs,
+            "prompt_tokens_mean": (sum(r.prompt_tokens for r in ok) / len(ok)) if ok else None,
+            "ttft_s": percentiles([r.ttft for r in ok if r.ttft is not None]),
+            "itl_s": percentiles([g for r in ok for g in r.itls]),
+            "latency_s": percentiles([r.latency for r in ok]),
+            "interrupted": self.interrupted,
+        }
+
+    def replica_timeline(self) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for s in self.timeline:
+            out.setdefault(s.deployment, []).append({"t": round(s.t, 2), "running": s.running, "target": s.target,
+                                                      **({"message": s.message} if s.message else {})})
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"settings": asdict(self.settings), "summary": self.summary(), "replicas": self.replica_timeline()}
+
+
+def prompt_of(n: int, seed: int) -> str:
+    """About ``n`` tokens of plain words (the server's usage gives the real count)."""
+    return " ".join(WORDS[(seed + i) % len(WORDS)] for i in range(max(1, n)))
+
+
+async def _one(client: httpx.AsyncClient, s: BenchSettings, seed: int) -> RequestResult:
+    body: dict[str, Any] = {
+        "model": s.model, "messages": [{"role": "user", "content": prompt_of(s.prompt_tokens, seed)}],
+        "max_tokens": s.max_tokens, "ignore_eos": True, "stream": s.stream,
+    }
+    if s.stream:
+        body["stream_options"] = {"include_usage": True}
+    t0 = time.perf_counter()
+    try:
+        if not s.stream:
+            r = await client.post(s.url + "/chat/completions", json=body)
+            latency = time.perf_counter() - t0
+            if r.status_code != 200:
+                return RequestResult(False, latency, error=f"HTTP {r.status_code}")
+            usage = r.json().get("usage") or {}
+            return RequestResult(True, latency, latency, [], int(usage.get("completion_tokens") or 0),
+                                 int(usage.get("prompt_tokens") or 0))
+        ttft, last, gaps, usage = None, None, [], {}
+        async with client.stream("POST", s.url + "/chat/completions", json=body) as r:
+            if r.status_code != 200:
+                await r.aread()
+                return RequestResult(False, time.perf_counter() - t0, error=f"HTTP {r.status_code}")
+            async for line in r.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if chunk.get("usage"):
+                    usage = chunk["usage"]
+                if any((c.get("delta") or {}).get("content") for c in chunk.get("choices") or []):
+                    now = time.perf_counter()
+                    if ttft is None:
+                        ttft = now - t0
+                    else:
+                        gaps.append(now - last)
+                    last = now
+        latency = time.perf_counter() - t0
+        if not usage:
+            return RequestResult(False, latency, ttft, gaps, error="no usage in the stream")
+        return RequestResult(True, latency, ttft, gaps, int(usage.get("completion_tokens") or 0), int(usage.get("prompt_tokens") or 0))
+    except (httpx.HTTPError, ValueError) as e:
+        return RequestResult(False, time.perf_counter() - t0, error=type(e).__name__)
+
+
+async def _run(s: BenchSettings, stop: threading.Event, sample: Optional[Callable[[], list[ReplicaSample]]],
+               on_progress: Optional[Callable[["BenchResult"], None]], interval: float) -> BenchResult:
+    res = BenchResult(s, [], 0.0)
+    t0 = time.perf_counter()
+    sent = 0
+    limits = httpx.Limits(max_connections=s.concurrency + 2, max_keepalive_connections=s.concurrency + 2)
+
+    def more() -> bool:
+        if stop.is_set():
+            return False
+        if s.requests is not None:
+            return sent < s.requests
+        return time.perf_counter() - t0 < (s.duration or 0)
+
+    async with httpx.AsyncClient(timeout=httpx.Timeout(600, connect=10), limits=limits, trust_env=False) as client:
+        async def worker(w: int) -> None:
+            nonlocal sent
+            while more():
+                sent += 1
+                res.results.append(await _one(client, s, sent + w))
+
+        async def sampler() -> None:
+            while True:
+                if sample is not None:
+                    try:
+                        for smp in await asyncio.to_thread(sample):
+                            smp.t = time.perf_counter() - t0
+                            res.timeline.append(smp)
+                    except Exception as e:  # noqa: BLE001 - a status hiccup must not end the load
+                        res.timeline.append(ReplicaSample(time.perf_counter() - t0, "?", 0, None, f"status failed: {e}"))
+                res.seconds = time.perf_counter() - t0
+                if on_progress is not None:
+                    on_progress(res)
+                await asyncio.sleep(interval)
+
+        async def watch_stop(tasks: list[asyncio.Task]) -> None:
+            while not stop.is_set() and not all(t.done() for t in tasks):
+                await asyncio.sleep(0.1)
+            if stop.is_set():
+                for t in tasks:
+                    t.cancel()
+
+        workers = [asyncio.create_task(worker(i)) for i in range(s.concurrency)]
+        side = asyncio.create_task(sampler())
+        guard = asyncio.create_task(watch_stop(workers))
+        await asyncio.gather(*workers, return_exceptions=True)
+        res.seconds = time.perf_counter() - t0
+        res.interrupted = stop.is_set()
+        if sample is not None:  # one last look at the replicas
+            try:
+                for smp in await asyncio.to_thread(sample):
+                    smp.t = res.seconds
+                    res.timeline.append(smp)
+            except Exception:  # noqa: BLE001
+                pass
+        side.cancel()
+        guard.cancel()
+    return res
+
+
+def replica_sampler(dashboard_url: str, app: str) -> Callable[[], list[ReplicaSample]]:
+    """Each LLM deployment's RUNNING / target replicas of ``app``, from Serve's REST API."""
+    from llmctl.launch.serve_api import ServeClient, summarize
+
+    client = ServeClient(dashboard_url, timeout=10)
+
+    def sample() -> list[ReplicaSample]:
+        out = []
+        for a in summarize(client.status(), client.url):
+            if a.name != app:
+                continue
+            for d in a.deployments:
+                out.append(ReplicaSample(0.0, d.name, d.running_replicas, d.target_replicas, d.autoscaling))
+        return out
+
+    return sample
+
+
+def resolve_endpoint(app: Optional[str], model: Optional[str], url: Optional[str], address: Optional[str]):
+    """(endpoint base URL ending in /v1, model id, dashboard URL or None, app name or None)."""
+    if url:
+        base = url.rstrip("/")
+        base = base if base.endswith("/v1") else base + "/v1"
+        if model is None:
+            try:
+                listed = httpx.get(base + "/models", timeout=10, trust_env=False).json().get("data") or []
+            except (httpx.HTTPError, ValueError) as e:
+                raise UsageError(f"--url: {base}/models did not answer ({type(e).__name__}); pass --model") from None
+            if not listed:
+                raise UsageError(f"--url: {base}/models lists no model; pass --model")
+            model = listed[0]["id"]
+        return base, model, None, app
+    from llmctl.launch import status
+
+    rep = status(address)
+    apps = [a for a in rep.apps if app is None or a.name == app]
+    if app is not None and not apps:
+        raise UsageError(f"no application named {app!r} on {rep.dashboard_url} (apps: {', '.join(a.name for a in rep.apps) or 'none'})")
+    if model is not None:
+        apps = [a for a in apps if model in a.model_ids] or apps
+    if not apps:
+        raise UsageError("no application to load on the cluster; deploy one with `llmctl up` or pass --url")
+    if len(apps) > 1 and app is None:
+        raise UsageError(f"several applications ({', '.join(a.name for a in apps)}); name one: llmctl bench APP")
+    a = apps[0]
+    if not a.endpoint:
+        raise UsageError(f"application {a.name!r} has no HTTP endpoint (is Serve's proxy running?)")
+    chosen = model or (a.model_ids[0] if a.model_ids else None)
+    if chosen is None:
+        raise UsageError(f"application {a.name!r} serves no model; pass --model")
+    if a.model_ids and chosen not in a.model_ids:
+        raise UsageError(f"--model: {chosen!r} is not served by {a.name!r} (models: {', '.join(a.model_ids)})")
+    return a.endpoint, chosen, rep.dashboard_url, a.name
+
+
+def bench(
+    app: Optional[str] = None,
+    *,
+    model: Optional[str] = None,
+    url: Optional[str] = None,
+    address: Optional[str] = None,
+    concurrency: int = 8,
+    requests: Optional[int] = None,
+    duration: Optional[float] = None,
+    prompt_tokens: int = 128,
+    max_tokens: int = 128,
+    stream: bool = True,
+    stop: Optional[threading.Event] = None,
+    on_progress: Optional[Callable[[BenchResult], None]] = None,
+    interval: float = 2.0,
+) -> BenchResult:
+    """Load an app's OpenAI endpoint (found through status, or ``url``) and
+    return what was measured, with the replica timeline. ``requests`` or
+    ``duration`` bounds the run (default: 5 × concurrency requests)."""
+    for name, v in (("--concurrency", concurrency), ("--prompt-tokens", prompt_tokens), ("--max-tokens", max_tokens)):
+        if v is None or v < 1:
+            raise UsageError(f"{name}: must be a positive integer (got {v})")
+    if requests is not None and duration is not None:
+        raise UsageError("--requests: give --requests or --duration, not both")
+    if requests is not None and requests < 1:
+        raise UsageError(f"--requests: must be a positive integer (got {requests})")
+    if duration is not None and duration <= 0:
+        raise UsageError(f"--duration: must be a positive number of seconds (got {duration:g})")
+    if requests is None and duration is None:
+        requests = 5 * concurrency
+    base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address)
+    settings = BenchSettings(base, chosen, concurrency, requests, duration, prompt_tokens, max_tokens, stream)
+    sample = replica_sampler(dashboard, app_name) if dashboard and app_name else None
+    return asyncio.run(_run(settings, stop or threading.Event(), sample, on_progress, interval))
