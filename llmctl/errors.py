@@ -84,6 +84,11 @@ class RequestTimeout(LlmctlError):
 
 
 class DeployFailed(LlmctlError):
-    """The app was deployed but failed, was unhealthy or timed out (exit 1)."""
+    """The app was deployed but failed, was unhealthy or timed out (exit 1).
+    ``diagnoses``: what llmctl recognised, [(app, model id, Diagnosis)]."""
 
     exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, *, diagnoses: list | None = None):
+        super().__init__(message)
+        self.diagnoses = list(diagnoses or [])

@@ -9,11 +9,38 @@ import typer
 from typing_extensions import Annotated
 
 from llmctl.cli import app
-from llmctl.cli.console import out, print_json
+from llmctl.cli.console import err, out, print_json
 from llmctl.cli.options import AddressOpt, JsonOpt
-from llmctl.errors import UsageError
+from llmctl.errors import DeployFailed, UsageError
 
 from llmctl.cli.views import ProgressView, follow_logs, next_steps, print_ready
+
+MAX_FIX_ROUNDS = 3
+
+
+def _apply_fixes(file: Path, fixable: list, yes: bool) -> None:
+    """Show each fix as a diff, apply it after confirmation (old file kept as .bak)."""
+    import sys
+
+    from llmctl.launch import fix as fixmod
+    from llmctl.prompts import ask_confirm
+
+    done: set[str] = set()
+    for app_name, model_id, d in fixable:
+        if model_id in done:
+            continue
+        plan = fixmod.plan(file, app_name, model_id, d.changes, cause=d.cause, fix=d.fix)
+        err.print(f"fix for {model_id}: {d.fix}", markup=False, highlight=False)
+        err.print(plan.diff(), markup=False, highlight=False)
+        if not yes:
+            if not (sys.stdin.isatty() and sys.stdout.isatty()):
+                raise UsageError(f"--fix: {plan.file} would change as shown; pass --yes to apply it without a terminal")
+            if not ask_confirm(f"Apply this change to {plan.file}?", True):
+                raise UsageError("--fix: change not applied; nothing was redeployed")
+        bak = fixmod.apply(plan)
+        err.print(f"changed {plan.file} (the old one is {bak}); deploying again …", markup=False)
+        done.add(model_id)
+
 
 TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="Seconds to wait for RUNNING before giving up (the app keeps deploying).")]
 
@@ -26,6 +53,8 @@ def up_cmd(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="After RUNNING, tail the app's logs until Ctrl-C (the app keeps running).")] = False,
     num_cpus: Annotated[Optional[int], typer.Option("--num-cpus", metavar="N", help="Logical CPUs of a local head llmctl starts (default: max(8, cores)).")] = None,
     no_preflight: Annotated[bool, typer.Option("--no-preflight", help="Skip checking the cluster's resources before deploying.")] = False,
+    fix: Annotated[bool, typer.Option("--fix", help="When a start-up failure has a mechanical fix, show it as a diff, apply it (after confirmation; the old file kept as .bak) and deploy again.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="With --fix: apply fixes without asking.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Validate FILE, deploy it (starting a local Ray head if no cluster is given), wait until RUNNING."""
@@ -33,18 +62,30 @@ def up_cmd(
 
     if timeout <= 0:
         raise UsageError(f"--timeout must be positive (got {timeout:g})")
-    view = ProgressView()
+    if yes and not fix:
+        raise UsageError("--yes: only applies with --fix")
     result = None
-    try:
-        for ev in launch.up(file, address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus, preflight=not no_preflight):
-            if isinstance(ev, launch.Step):
-                view.step(ev.message)
-            elif isinstance(ev, launch.Progress):
-                view.update(ev)
-            else:
-                result = ev
-    finally:
-        view.close()
+    for attempt in range(MAX_FIX_ROUNDS + 1):
+        view = ProgressView()
+        try:
+            for ev in launch.up(file, address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus,
+                                preflight=not no_preflight):
+                if isinstance(ev, launch.Step):
+                    view.step(ev.message)
+                elif isinstance(ev, launch.Progress):
+                    view.update(ev)
+                else:
+                    result = ev
+            break
+        except DeployFailed as e:
+            view.close()
+            fixable = [(a, m, d) for a, m, d in e.diagnoses if d.changes and m]
+            if not fix or not fixable or attempt == MAX_FIX_ROUNDS:
+                raise
+            err.print(f"error: {e.message}", markup=False, highlight=False)
+            _apply_fixes(file, fixable, yes)
+        finally:
+            view.close()
     assert result is not None
     if json_out:
         print_json(result.to_json())

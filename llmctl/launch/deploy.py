@@ -78,6 +78,7 @@ class Prepared:
     secrets: list[str] = field(default_factory=list)  # values to scrub from output
     env_vars_used: list[str] = field(default_factory=list)
     pooling: dict[str, str] = field(default_factory=dict)  # model id -> pooling task (embedding / scoring models)
+    llm_configs: dict[str, dict] = field(default_factory=dict)  # model id -> its LLMConfig as deployed
 
 
 def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, local_node: bool = True) -> Prepared:
@@ -101,6 +102,7 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, lo
     model_ids: dict[str, list[str]] = {}
     sources: dict[str, str] = {}
     pooling: dict[str, str] = {}
+    llm_configs: dict[str, dict] = {}
     for app in config.get("applications") or []:
         name = app.get("name") or "default"
         names.append(name)
@@ -113,6 +115,7 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, lo
                     ids.append(str(mid))
                     src = (llm.get("model_loading_config") or {}).get("model_source", mid)
                     sources[str(mid)] = src if isinstance(src, str) else json.dumps(src)
+                    llm_configs[str(mid)] = llm
                     task = pooling_task(llm.get("engine_kwargs"))
                     if task:
                         pooling[str(mid)] = task
@@ -120,7 +123,7 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, lo
         model_ids[name] = ids
     if len(set(names)) != len(names):
         raise UsageError(f"{path}: two applications have the same name")
-    return Prepared(config, names, model_ids, sources, secrets, used, pooling)
+    return Prepared(config, names, model_ids, sources, secrets, used, pooling, llm_configs)
 
 
 def _fill_env(runtime_env, where: str, env, secrets: list[str], used: list[str], path: Path) -> None:
@@ -305,7 +308,8 @@ def up(
         note = ""
         failed = [a for a in apps if a.status in TERMINAL_BAD]
         if failed:
-            raise DeployFailed(scrub(failure_message(failed[0], st, target, prepared.sources), prepared.secrets + secret_values(st)))
+            text, found = failure_message(failed[0], st, target, prepared.sources, prepared.llm_configs)
+            raise DeployFailed(scrub(text, prepared.secrets + secret_values(st)), diagnoses=found)
         if len(by_name) == len(prepared.app_names) and all(a.status == "RUNNING" for a in apps):
             yield Progress(time.monotonic() - t0, apps)
             break

@@ -25,16 +25,22 @@ def reason_from_message(message: str, max_lines: int = 6) -> str:
     return "\n".join(ln for ln in lines[idx : idx + max_lines] if ln.strip())
 
 
-def failure_message(app: AppSummary, status: dict, target: _address.Target, sources: dict[str, str] | None = None) -> str:
+def failure_message(app: AppSummary, status: dict, target: _address.Target, sources: dict[str, str] | None = None,
+                    configs: dict[str, dict] | None = None) -> tuple[str, list]:
+    """Why ``app`` failed, in words, and what llmctl.launch.failures recognises
+    in it: (text, [(app, model id, Diagnosis)])."""
     from llmctl.launch import logs as _logs
+    from llmctl.launch.failures import diagnose
 
-    sources = sources or {}
+    sources, configs = sources or {}, configs or {}
+    found: list = []
     parts = [f"application {app.name!r} is {app.status}" + (f": {app.message.splitlines()[0]}" if app.message else "")]
     raw_app = (status.get("applications") or {}).get(app.name) or {}
     for dep in app.deployments:
         if dep.status in ("DEPLOY_FAILED", "UNHEALTHY") and dep.message:
             first = _ANSI.sub("", dep.message.splitlines()[0])
-            src = sources.get(dep.name.split(":", 1)[1]) if dep.name.startswith("LLMServer:") else None
+            model_id = dep.name.split(":", 1)[1] if dep.name.startswith("LLMServer:") else None
+            src = sources.get(model_id) if model_id else None
             parts.append(f"deployment {dep.name!r}" + (f" (model_source {src})" if src else "") + f" is {dep.status}: {first}")
             reason = reason_from_message(dep.message)
             if reason and reason != first:
@@ -43,9 +49,14 @@ def failure_message(app: AppSummary, status: dict, target: _address.Target, sour
             raw_dep = (raw_app.get("deployments") or {}).get(dep.name) or {}
             pids += [str(r["pid"]) for r in raw_dep.get("replicas") or [] if r.get("pid")]
             pid = int(pids[-1]) if pids else None
-            tail = _logs.replica_log_tail(target, pid, lines=20, app=app.name, deployment=dep.name)
+            tail = _logs.replica_log_tail(target, pid, lines=200, app=app.name, deployment=dep.name)
+            for d in diagnose(dep.message + "\n" + tail, configs.get(model_id or "")):
+                found.append((app.name, model_id, d))
+                parts.append(f"cause: {d.cause}")
+                parts.append(f"fix: {d.fix}" + (" (`llmctl up FILE --fix` applies it)" if d.changes else ""))
             if tail:
+                shown = tail.splitlines()[-20:]
                 parts.append(f"--- last lines of the replica's log{f' (pid {pid})' if pid else ''} ---")
-                parts.append(tail)
+                parts.append("\n".join(shown))
     parts.append(f"see `llmctl logs {app.name}`; remove it with `llmctl down {app.name}`")
-    return "\n".join(parts)
+    return "\n".join(parts), found
