@@ -27,6 +27,13 @@ def test_up_fix_closes_the_loop(cluster_home, tiny_model, tmp_path):
         assert "cause: max_model_len 512 needs" in r.err and "vLLM estimates the longest context that fits at" in r.err, r.err
         assert "fix: set engine_kwargs.max_model_len:" in r.err and "`llmctl up FILE --fix` applies it" in r.err
         assert yaml.safe_load(model_file.read_text())["engine_kwargs"]["max_model_len"] == 512  # nothing changed by itself
+        # status and logs say the same for the failed app (from the ended replica's own log)
+        st = llmctl("status", "--json")
+        (diag,) = st.json()["diagnoses"]["fix_app"]
+        assert diag["code"] == "kv-cache-too-small" and diag["changes"]["engine_kwargs.max_model_len"] < 512
+        assert "fix_app/tiny-fix: cause: max_model_len 512 needs" in llmctl("status").out
+        logs = llmctl("logs", "fix_app", "--lines", "50")
+        assert "(ended)]" in logs.out and "fix_app/tiny-fix: fix: set engine_kwargs.max_model_len" in logs.err
 
         r = llmctl("up", serve, "--fix", "--timeout", "600")  # no terminal, no --yes: shows the diff, changes nothing
         assert r.code == 2 and "+  max_model_len:" in r.err and "pass --yes" in r.err, r.err

@@ -35,4 +35,13 @@ def logs_cmd(
     if not got:
         err.print("no log lines yet", markup=False)
     print_logs(got)
+    from llmctl.launch.serve_api import ServeClient
+
+    st = ServeClient(target.dashboard_url).status()
+    for name, app_status in (st.get("applications") or {}).items():
+        if (app_name is None or name == app_name) and app_status.get("status") in ("DEPLOY_FAILED", "UNHEALTHY"):
+            for model_id, d in logs.failed_app_diagnoses(target, name, st):
+                err.print(f"{name}/{model_id}: cause: {d.cause}", markup=False, highlight=False)
+                err.print(f"{name}/{model_id}: fix: {d.fix}" + (" (`llmctl up FILE --fix` applies it)" if d.changes else ""),
+                          markup=False, highlight=False)
 

@@ -55,6 +55,11 @@ def _status_table(rep):
                     reason = reason_from_message(d.message, max_lines=2)
                     text = first if reason == first else f"{first} {reason}"
                     msgs.append(Text(f"{a.name}/{d.name}: {text}", style="yellow"))
+    for app_name, found in rep.diagnoses.items():
+        for model_id, d in found:
+            msgs.append(Text(f"{app_name}/{model_id}: cause: {d.cause}", style="yellow"))
+            msgs.append(Text(f"{app_name}/{model_id}: fix: {d.fix}" + (" (`llmctl up FILE --fix` applies it)" if d.changes else ""),
+                             style="yellow"))
     return Group(head, t, *msgs)
 
 

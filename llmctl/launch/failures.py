@@ -57,7 +57,8 @@ def _kv(m: re.Match, cfg: Optional[dict]) -> Diagnosis:
     mml = int(m.group("max_model_len"))
     est = m.groupdict().get("estimated_max_len")
     need, avail = m.group("needed_gib"), m.group("available_gib")
-    cause = f"max_model_len {mml:,} needs {need} GiB of KV cache and the replica has {avail} GiB"
+    cause = (f"max_model_len {mml:,} needs {need} GiB of KV cache and the replica has {avail} GiB" if float(need) > 0
+             else f"max_model_len {mml:,} needs more KV cache than the replica has")
     if est:
         new = _len_fix(int(est.replace(",", "")))
         cause += f"; vLLM estimates the longest context that fits at {int(est.replace(',', '')):,} tokens"

@@ -94,11 +94,56 @@ def _local_sources(target: Target, app: str | None, status: dict, apps: list[str
             srcs.append(_Src(f"build {name}", str(p)))
         for p in sorted(serve.glob(f"replica_{_safe(name)}_*.log")):
             srcs.append(_Src(_replica_label(p.name, name), str(p)))
+    live = set()
     for label, pid in _replica_pids(status, apps):
         for stream in ("out", "err"):
             for p in sorted(logs.glob(f"worker-*-{pid}.{stream}")):
                 srcs.append(_Src(f"std{stream} {label}", str(p)))
+                live.add(p.name)
+    srcs += _ended_replica_sources(logs, apps, live)
     return srcs
+
+
+def _ended_replica_sources(logs: Path, apps: list[str], live: set[str]) -> list[_Src]:
+    """stdout / stderr of replicas that are gone (a failed start): Ray starts
+    each worker's files with ``:actor_name:ServeReplica:<app>:<deployment>``."""
+    out: list[_Src] = []
+    for p in sorted(logs.glob("worker-*.out")) + sorted(logs.glob("worker-*.err")):
+        if p.name in live:
+            continue
+        try:
+            with open(p, "rb") as f:
+                head = f.read(4096).decode(errors="replace")
+        except OSError:
+            continue
+        for name in apps:
+            m = re.search(rf"^:actor_name:ServeReplica:{re.escape(name)}:(\S+)", head, re.M)
+            if m:
+                out.append(_Src(f"{p.suffix[1:].replace('out', 'stdout').replace('err', 'stderr')} {m.group(1)} (ended)", str(p)))
+    return out
+
+
+def failed_app_diagnoses(target: Target, app: str, status: dict) -> list:
+    """What llmctl.launch.failures recognises in a failed app's messages and
+    replica logs (the replicas that ended included): [(model id, Diagnosis)]."""
+    from llmctl.launch.failures import diagnose
+
+    raw = (status.get("applications") or {}).get(app) or {}
+    cfg = raw.get("deployed_app_config") or {}
+    configs = {(c.get("model_loading_config") or {}).get("model_id"): c
+               for c in ((cfg.get("args") or {}).get("llm_configs") or []) if isinstance(c, dict)}
+    try:
+        lines = tail(target, app, 300)
+    except (ClusterUnreachable, UsageError, OSError):
+        lines = []
+    out = []
+    for dname, dep in (raw.get("deployments") or {}).items():
+        if dep.get("status") not in ("DEPLOY_FAILED", "UNHEALTHY") or not dname.startswith("LLMServer:"):
+            continue
+        model_id = dname.split(":", 1)[1]
+        text = (dep.get("message") or "") + "\n" + "\n".join(ln.text for ln in lines if model_id in ln.source)
+        out += [(model_id, d) for d in diagnose(text, configs.get(model_id))]
+    return out
 
 
 def _remote_sources(client: ServeClient, app: str | None, status: dict, apps: list[str]) -> list[_Src]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator, Union
 
 from llmctl.errors import ClusterUnreachable, DeployFailed, UsageError
@@ -17,6 +17,8 @@ class StatusReport:
     local: bool
     http_base: str | None
     apps: list[AppSummary]
+    # failed apps: what llmctl.launch.failures recognises, {app: [(model id, Diagnosis)]}
+    diagnoses: dict = field(default_factory=dict)
 
     @property
     def all_running(self) -> bool:
@@ -29,6 +31,8 @@ class StatusReport:
             "http": self.http_base,
             "all_running": self.all_running,
             "applications": [a.to_json() for a in self.apps],
+            "diagnoses": {app: [{"model_id": m, "code": d.code, "cause": d.cause, "fix": d.fix, "changes": d.changes}
+                                for m, d in found] for app, found in self.diagnoses.items()},
         }
 
 
@@ -43,7 +47,13 @@ def status(address: str | None = None) -> StatusReport:
             a.message = scrub(a.message, secrets)
             for d in a.deployments:
                 d.message = scrub(d.message, secrets)
-    return StatusReport(target.dashboard_url, target.is_local, http_base(st, client.url), apps)
+    diagnoses = {}
+    for a in apps:
+        if a.status in ("DEPLOY_FAILED", "UNHEALTHY"):
+            from llmctl.launch.logs import failed_app_diagnoses
+
+            diagnoses[a.name] = failed_app_diagnoses(target, a.name, st)
+    return StatusReport(target.dashboard_url, target.is_local, http_base(st, client.url), apps, diagnoses)
 
 
 # --------------------------------------------------------------------------
