@@ -44,6 +44,8 @@ class MoE(_Strict):
     num_shared_experts: int = Field(default=0, ge=0)
     shared_expert_intermediate_size: Optional[int] = None
     first_k_dense_replace: int = Field(default=0, ge=0, description="leading layers with a dense MLP")
+    layer_step: int = Field(default=1, ge=1, description="every layer_step-th layer is MoE (Llama 4 interleave_moe_layer_step)")
+    dense_intermediate_size: Optional[int] = Field(default=None, description="FFN width of the dense layers, when it differs")
 
 
 class MLA(_Strict):
@@ -84,6 +86,10 @@ class ModelArch(_Strict):
     quantization: Optional[str] = Field(default=None, description="quant_method of quantization_config")
     num_nextn_predict_layers: int = Field(default=0, ge=0)
     vision: bool = False
+    linear_attention_layers: int = Field(
+        default=0, ge=0, description="layers with a fixed-size state instead of a growing KV cache (Gated DeltaNet, Mamba)"
+    )
+    approximate: Optional[str] = Field(default=None, description="why llmctl's sizing of this architecture is approximate")
 
     @model_validator(mode="after")
     def _consistent(self) -> "ModelArch":
@@ -98,6 +104,8 @@ class ModelArch(_Strict):
             raise ValueError("sliding_window_layers exceeds num_hidden_layers")
         if self.sliding_window_layers and self.sliding_window is None:
             raise ValueError("sliding_window_layers > 0 needs sliding_window")
+        if self.sliding_window_layers + self.linear_attention_layers > self.num_hidden_layers:
+            raise ValueError("sliding_window_layers + linear_attention_layers exceed num_hidden_layers")
         return self
 
     @property
@@ -106,7 +114,8 @@ class ModelArch(_Strict):
 
     @property
     def full_attention_layers(self) -> int:
-        return self.num_hidden_layers - self.sliding_window_layers
+        """Layers whose KV cache grows with the context."""
+        return self.num_hidden_layers - self.sliding_window_layers - self.linear_attention_layers
 
     @property
     def context_limit(self) -> Optional[int]:
@@ -149,13 +158,29 @@ class Recommendation(_Strict):
     max_model_len: int = Field(gt=0)
 
 
+class Recipe(_Strict):
+    """vLLM engine settings a feature of the model needs, and where they come from."""
+
+    engine_kwargs: dict[str, Any]
+    source: str
+
+
+RECIPE_FEATURES = {
+    "tool_calling": "tool calling (--tool-calling)",
+    "reasoning": "reasoning output (--reasoning)",
+    "required": "settings the model needs to load",
+    "pooling": "embedding / scoring (vLLM's pooling runner)",
+}
+
+
 class ModelProfile(_Strict):
     """One catalog entry, or a model described by a config.json."""
 
     id: str = Field(min_length=1)
     hf_repo: str
     family: str
-    task: Literal["chat", "reasoning", "vision", "code"]
+    task: Literal["chat", "reasoning", "vision", "code", "embed", "rerank"]
+    tasks: list[str] = Field(default_factory=list, description="every task the model card names")
     gated: bool
     license: Optional[str] = None
     architecture: Optional[ModelArch] = None
@@ -165,8 +190,15 @@ class ModelProfile(_Strict):
     reliability: Optional[Literal["high", "medium", "low"]] = None
     unknown: list[str] = Field(default_factory=list, description="fields left unknown rather than guessed")
     notes: Optional[str] = None
+    recipes: dict[str, Recipe] = Field(default_factory=dict, description="engine settings per feature, with sources")
+    embedding: Optional[dict[str, Any]] = None
     # Where the profile came from: "catalog", "hf", "local", "bucket".
     origin: Literal["catalog", "hf", "local", "bucket"] = "catalog"
+
+    def recipe_for(self, feature: str) -> dict[str, Any]:
+        """Engine settings of a recipe feature ({} when the model has none)."""
+        r = self.recipes.get(feature)
+        return dict(r.engine_kwargs) if r is not None else {}
 
     @field_validator("id")
     @classmethod

@@ -69,6 +69,15 @@ QUANT_FILLS = {
 }
 
 _FAMILIES = [
+    (r"^meta-llama/Llama-4", "llama-4"),
+    (r"^Qwen/Qwen3\.5", "qwen3.5"),
+    (r"^Qwen/Qwen3-(Embedding|Reranker)", "qwen3-embedding"),
+    (r"^google/gemma-4", "gemma-4"),
+    (r"^deepseek-ai/DeepSeek-R1$", "deepseek-r1"),
+    (r"^moonshotai/Kimi", "kimi-k2"),
+    (r"^(?i:microsoft/phi-4)", "phi-4"),
+    (r"^BAAI/bge", "bge"),
+    (r"Llama-3\.1", "llama-3.1"),
     (r"^meta-llama/Llama-3\.1", "llama-3.1"),
     (r"^meta-llama/Llama-3\.2", "llama-3.2"),
     (r"^meta-llama/Llama-3\.3", "llama-3.3"),
@@ -104,8 +113,14 @@ def is_vision(row: dict) -> bool:
 
 
 def task_of(row: dict) -> str:
+    tasks = row.get("task") or []
+    for t in ("embed", "rerank"):
+        if t in tasks:
+            return t
     if is_vision(row):
         return "vision"
+    if tasks:
+        return "reasoning" if "reasoning" in tasks else "code" if "code" in tasks and "chat" not in tasks else "chat"
     repo = row["hf_repo"]
     if "R1-Distill" in repo or repo.startswith("openai/gpt-oss") or repo.startswith("Qwen/Qwen3"):
         return "reasoning"  # thinking models (Qwen3 thinks by default)
@@ -117,7 +132,7 @@ def _count_layer_types(desc: Any, n_layers: int) -> int | None:
     if isinstance(desc, list):
         return sum(1 for t in desc if t == "sliding_attention")
     if isinstance(desc, str):
-        m = re.search(r"\((\d+) sliding \+ (\d+) full\)|\((\d+) \+ (\d+)\)", desc)
+        m = re.search(r"\(?(\d+) sliding \+ (\d+) full\b|\((\d+) \+ (\d+)\)", desc)
         if m:
             sliding = int(m.group(1) or m.group(3))
             full = int(m.group(2) or m.group(4))
@@ -149,17 +164,91 @@ def moe_of(row: dict) -> dict | None:
     experts = m.get("num_experts") or m.get("num_local_experts") or m.get("n_routed_experts")
     out = {
         "num_experts": experts,
-        "num_experts_per_tok": m.get("num_experts_per_tok") or m.get("experts_per_token"),
+        "num_experts_per_tok": m.get("num_experts_per_tok") or m.get("experts_per_token") or m.get("top_k_experts"),
         "moe_intermediate_size": m.get("moe_intermediate_size"),
         "num_shared_experts": int(m.get("n_shared_experts") or 0),
         "first_k_dense_replace": int(m.get("first_k_dense_replace") or 0),
     }
+    if m.get("shared_expert_intermediate_size"):
+        out["shared_expert_intermediate_size"] = m["shared_expert_intermediate_size"]
+    if row.get("model_type") == "llama4":
+        # transformers Llama4TextMoe: one shared expert of intermediate_size next to the routed
+        # ones; layer i is MoE when (i + 1) % interleave_moe_layer_step == 0, the others dense
+        # with intermediate_size_mlp.
+        out["num_shared_experts"] = 1
+        out["layer_step"] = int(m.get("interleave_moe_layer_step") or 1)
+        if row.get("intermediate_size_mlp"):
+            out["dense_intermediate_size"] = row["intermediate_size_mlp"]
+    return out
+
+
+ENCODERS = ("xlm-roberta", "bert", "roberta")
+
+
+def linear_layers_of(row: dict) -> int:
+    """Layers with a fixed-size state (Gated DeltaNet) instead of a growing KV cache."""
+    la = row.get("linear_attention") or {}
+    n = row["num_hidden_layers"]
+    if la.get("full_attention_interval"):
+        return n - n // int(la["full_attention_interval"])
+    return 0
+
+
+def approximate_of(row: dict) -> str | None:
+    """Why llmctl's arithmetic only approximates this architecture (None: it models it)."""
+    why = []
+    if linear_layers_of(row):
+        why.append("Gated DeltaNet layers: their fixed-size state is not counted and their weights are counted like attention layers")
+    if row.get("model_type") == "gemma4":
+        why.append("two KV geometries (sliding and full layers differ in KV heads and head_dim) sized as one")
+    if row.get("attention_chunk_size"):
+        why.append("chunked local attention sized as full attention")
+    if row.get("model_type") in ENCODERS:
+        why.append("an encoder (BERT-style) sized as a decoder")
+    return "; ".join(why) or None
+
+
+def row_problem(row: dict) -> str | None:
+    """Why a facts row cannot become a catalog entry (None: it can)."""
+    need = ("architectures", "num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
+            "max_position_embeddings", "vocab_size")
+    fills = FILLS.get(row["hf_repo"], {})
+    missing = [k for k in need if not row.get(k) and k not in fills]
+    if row.get("num_key_value_heads") is None and row.get("model_type") not in ENCODERS:
+        missing.append("num_key_value_heads")
+    return f"no sourced {', '.join(missing)}" if missing else None
+
+
+def recipes_of(row: dict) -> dict:
+    """Engine settings per feature, each with its source (catalog ``recipes``)."""
+    v = row.get("vllm") or {}
+    src = v.get("source") or "the facts row's vllm fields"
+    out: dict = {}
+    if v.get("tool_call_parser"):
+        out["tool_calling"] = {"engine_kwargs": {"enable_auto_tool_choice": True, "tool_call_parser": v["tool_call_parser"]},
+                               "source": src}
+    if v.get("reasoning_parser"):
+        out["reasoning"] = {"engine_kwargs": {"reasoning_parser": v["reasoning_parser"]}, "source": src}
+    if any("--trust-remote-code" in str(a) for a in v.get("extra_args") or []):
+        out["required"] = {"engine_kwargs": {"trust_remote_code": True}, "source": src}
+    tasks = row.get("task") or []
+    if "embed" in tasks:
+        out["pooling"] = {"engine_kwargs": {"runner": "pooling", "convert": "embed"},
+                          "source": "vLLM's pooling runner (--runner pooling --convert embed, vllm/engine/arg_utils.py of vLLM "
+                                    "0.32; served /v1/embeddings in llmctl's end-to-end test)"}
+    elif "rerank" in tasks:
+        out["pooling"] = {"engine_kwargs": {"runner": "pooling"},
+                          "source": "vLLM's pooling runner (--runner pooling; the SequenceClassification architecture "
+                                    "selects scoring), served on /v1/score"}
     return out
 
 
 def arch_dict_from_facts(row: dict) -> tuple[dict, list[str], list[str]]:
     """(architecture mapping, extra source lines, fields left unknown)."""
-    fills = FILLS.get(row["hf_repo"], {})
+    fills = dict(FILLS.get(row["hf_repo"], {}))
+    if row.get("num_key_value_heads") is None and row.get("model_type") in ENCODERS:
+        fills["num_key_value_heads"] = (row["num_attention_heads"], f"{row['model_type']} config.json has no num_key_value_heads: "
+                                        "multi-head attention, one K/V head per attention head (transformers XLMRobertaConfig)")
     arch: dict[str, Any] = {}
     sources: list[str] = []
     for f in FACT_FIELDS:
@@ -188,6 +277,8 @@ def arch_dict_from_facts(row: dict) -> tuple[dict, list[str], list[str]]:
     else:
         arch["quantization"] = None
     arch["vision"] = is_vision(row)
+    arch["linear_attention_layers"] = linear_layers_of(row)
+    arch["approximate"] = approximate_of(row)
     unknown = [f for f in ("max_position_embeddings", "vocab_size", "torch_dtype", "tie_word_embeddings") if arch.get(f) is None]
     if arch["vision"]:
         unknown.append("vision encoder parameters (not in the facts; excluded from the parameter count)")

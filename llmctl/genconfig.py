@@ -136,6 +136,8 @@ def generate(
     max_num_seqs: PerModel = None,
     enable_prefix_caching: Optional[bool] = None,
     trust_remote_code: Optional[bool] = None,
+    tool_calling: Optional[bool] = None,
+    reasoning: Optional[bool] = None,
     fast_download: Optional[bool] = None,
     gpu_memory_utilization: Optional[float] = None,
     app_name: Optional[str] = None,
@@ -170,6 +172,7 @@ def generate(
         engine_args=_engine_items(engine_args), dtypes=_listed(dtype), quantizations=_listed(quantization),
         kv_cache_dtypes=_listed(kv_cache_dtype), max_num_seqs=_listed(max_num_seqs),
         enable_prefix_caching=enable_prefix_caching, trust_remote_code=trust_remote_code,
+        tool_calling=tool_calling, reasoning=reasoning,
         app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port,
     )
     spec = collect(Session(interactive=False, assume_yes=True), flags)

@@ -11,11 +11,25 @@ import yaml
 from helpers import REPO, run_cli
 from llmctl.catalog import ModelArch, ModelProfile, load_catalog, load_entry, resolve_model
 from llmctl.errors import CatalogError, ModelNotFound
-from llmctl.facts import arch_dict_from_facts, model_id_of
+from llmctl.facts import arch_dict_from_facts, model_id_of, row_problem
 from llmctl.hardware import GPUS
 
-FACTS = yaml.safe_load((REPO / "tests" / "data" / "reference_model_facts.yaml").read_text(encoding="utf-8"))
+ALL_FACTS = [r for name in ("reference_model_facts.yaml", "reference_model_facts_2026.yaml")
+             for r in yaml.safe_load((REPO / "tests" / "data" / name).read_text(encoding="utf-8"))]
+FACTS = [r for r in ALL_FACTS if row_problem(r) is None]  # the rows with every needed number sourced
 CATALOG = load_catalog()
+
+
+def test_every_facts_row_is_in_the_catalog_or_left_out_with_a_reason():
+    ids = {p.hf_repo for p in CATALOG.values()}
+    for r in ALL_FACTS:
+        assert (r["hf_repo"] in ids) == (row_problem(r) is None), r["hf_repo"]
+    assert len(CATALOG) >= 50
+    # 2025-2026 releases, quantized variants and embedding / reranking models are in
+    families = {p.family for p in CATALOG.values()}
+    assert {"llama-4", "qwen3.5", "gemma-4", "kimi-k2", "deepseek-r1"} <= families
+    assert sum(1 for p in CATALOG.values() if p.architecture.quantization) >= 5
+    assert {"embed", "rerank"} <= {p.task for p in CATALOG.values()}
 
 
 def test_catalog_is_large_and_covers_the_families_asked_for():
@@ -47,6 +61,9 @@ def test_entry_matches_the_reference_facts_it_cites(row):
     # Raw facts that must never drift, checked straight against the row.
     a = entry.architecture
     for key in ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size"):
+        if row[key] is None:  # a documented default, sourced in the entry (e.g. MHA encoders' KV heads)
+            assert any(src.startswith(f"{key}: ") for src in entry.sources), key
+            continue
         assert getattr(a, key) == row[key], key
     if row.get("head_dim") is not None:
         assert a.head_dim == row["head_dim"]

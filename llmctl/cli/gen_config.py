@@ -37,6 +37,8 @@ def gen_config_cmd(
     max_num_seqs: Annotated[Multi, typer.Option("--max-num-seqs", metavar="N", help="vLLM's max_num_seqs: caps the requests one replica runs at once (and the autoscaling targets).")] = None,
     enable_prefix_caching: Annotated[Optional[bool], typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", help="vLLM prefix caching (default: vLLM's).")] = None,
     trust_remote_code: Annotated[Optional[bool], typer.Option("--trust-remote-code", help="Let vLLM run the model repo's own code (needed by some architectures).")] = None,
+    tool_calling: Annotated[Optional[bool], typer.Option("--tool-calling/--no-tool-calling", help="Write the catalog recipe's tool-calling settings (tool_call_parser, enable_auto_tool_choice).")] = None,
+    reasoning: Annotated[Optional[bool], typer.Option("--reasoning/--no-reasoning", help="Write the catalog recipe's reasoning parser.")] = None,
     lora_path: Annotated[Multi, typer.Option("--lora-path", metavar="URI", help="Remote LoRA adapter directory (s3://… or gs://…).")] = None,
     max_lora_adapters: Annotated[Multi, typer.Option("--max-lora-adapters", metavar="N", help="LoRA adapters cached per replica (default 16).")] = None,
     max_lora_rank: Annotated[Multi, typer.Option("--max-lora-rank", metavar="N", help="Highest LoRA rank you will serve (vLLM default 16).")] = None,
@@ -70,6 +72,7 @@ def gen_config_cmd(
         expected_tokens=expected_tokens or [], engine_args=engine_arg or [], dtypes=dtype or [],
         quantizations=quantization or [], kv_cache_dtypes=kv_cache_dtype or [], max_num_seqs=max_num_seqs or [],
         enable_prefix_caching=enable_prefix_caching, trust_remote_code=trust_remote_code,
+        tool_calling=tool_calling, reasoning=reasoning,
         app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port,
     )
     interactive = sys.stdin.isatty() and sys.stdout.isatty()

@@ -22,14 +22,14 @@ def _fmt_params(n: Optional[int]) -> str:
 def models_cmd(
     json_: JsonOpt = False,
     family: Annotated[Optional[str], typer.Option("--family", metavar="FAMILY", help="Only this family (e.g. qwen3).")] = None,
-    task: Annotated[Optional[str], typer.Option("--task", metavar="TASK", help="Only this task: chat, reasoning, vision, code.")] = None,
+    task: Annotated[Optional[str], typer.Option("--task", metavar="TASK", help="Only this task: chat, reasoning, vision, code, embed, rerank (a model's main task, or any it names).")] = None,
 ) -> None:
     """List the model catalog."""
     from llmctl.catalog import load_catalog
 
     entries = [
         p for p in load_catalog().values()
-        if (family is None or p.family == family) and (task is None or p.task == task)
+        if (family is None or p.family == family) and (task is None or p.task == task or task in p.tasks)
     ]
     if json_:
         print_json([p.model_dump(mode="json", exclude={"origin"}) for p in entries])

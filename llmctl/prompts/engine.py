@@ -61,9 +61,28 @@ def _parse_answer(text: str) -> Optional[tuple[str, Any]]:
     return EA.parse_engine_arg(str(text).strip())
 
 
+def recipe_args(session: Session, flags: Flags, profile: ModelProfile) -> dict[str, Any]:
+    """The catalog recipe's settings: what the model needs to load (always),
+    and tool calling / reasoning when asked for (flags, or a terminal's yes)."""
+    out: dict[str, Any] = {}
+    out.update(profile.recipe_for("required"))
+    out.update(profile.recipe_for("pooling"))
+    for feature, flag, value in (("tool_calling", "--tool-calling", flags.tool_calling), ("reasoning", "--reasoning", flags.reasoning)):
+        recipe = profile.recipe_for(feature)
+        if value and not recipe:
+            raise UsageError(f"{flag}: {profile.id} has no {feature.replace('_', ' ')} recipe in llmctl's catalog; give the "
+                             "settings with --engine-arg (e.g. tool_call_parser=…, reasoning_parser=…)")
+        if value is None and recipe and session.interactive and not session.assume_yes:
+            shown = ", ".join(f"{k}={v}" for k, v in recipe.items())
+            value = ask_confirm(f"Turn on {feature.replace('_', ' ')} for {profile.id} ({shown})?", False)
+        if value:
+            out.update(recipe)
+    return out
+
+
 def ask_engine_args(session: Session, flags: Flags, pm, i: int, profile: ModelProfile) -> dict[str, Any]:
     """The engine arguments llmctl writes for model ``i`` besides its own keys."""
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = recipe_args(session, flags, profile)
     for flag, attr, key in NAMED:
         value = pm(getattr(flags, attr), flag)
         if value is not None:

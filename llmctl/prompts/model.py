@@ -16,12 +16,13 @@ from llmctl.prompts.scaling import ask_autoscaling
 from llmctl.prompts.session import CUSTOM, Flags, Session, ask_confirm, ask_select, ask_text, per_model
 
 def _model_choices(catalog: dict[str, ModelProfile]) -> list[tuple[str, Any]]:
-    rows = []
+    # "Other" first: with 50+ catalog models the list is taller than most
+    # terminals, and a search that matches only the last row would show it below the screen.
+    rows: list[tuple[str, Any]] = [("Other: a Hugging Face repo id, a local directory, or s3:// / gs:// weights…", CUSTOM)]
     for p in catalog.values():
         params = f"{p.parameters.total / 1e9:.1f}B" if p.parameters else "?"
         gated = ", gated" if p.gated else ""
         rows.append((f"{p.id}  ({p.hf_repo}, {params}, {p.task}{gated})", p.id))
-    rows.append(("Other: a Hugging Face repo id, a local directory, or s3:// / gs:// weights…", CUSTOM))
     return rows
 
 

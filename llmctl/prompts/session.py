@@ -43,6 +43,8 @@ class Flags:
     max_num_seqs: list[str] = field(default_factory=list)
     enable_prefix_caching: Optional[bool] = None
     trust_remote_code: Optional[bool] = None
+    tool_calling: Optional[bool] = None
+    reasoning: Optional[bool] = None
     fast_download: Optional[bool] = None
     gpu_memory_utilization: Optional[float] = None
     app_name: Optional[str] = None

@@ -34,12 +34,14 @@ def kv_bytes_per_token_layer(arch: ModelArch, tp: int = 1, kv_cache_dtype: str =
 
 def _stage_layer_kinds(arch: ModelArch, pp: int) -> list[tuple[int, int]]:
     """(full-attention layers, sliding-window layers) on each pipeline stage.
-    Sliding layers are assumed spread evenly (interleaved patterns)."""
+    Sliding and linear-attention layers are assumed spread evenly (interleaved
+    patterns); linear-attention layers (fixed-size state) hold no growing KV."""
     parts = pp_partition(arch.num_hidden_layers, pp)
     out = []
     for n in parts:
         swa = round(arch.sliding_window_layers * n / arch.num_hidden_layers)
-        out.append((n - swa, swa))
+        lin = round(arch.linear_attention_layers * n / arch.num_hidden_layers)
+        out.append((max(0, n - swa - lin), swa))
     return out
 
 

@@ -127,11 +127,12 @@ def _layers(arch: ModelArch) -> list[_Layer]:
         norms += 2 * arch.head_dim_effective  # q_norm / k_norm
     if arch.mla is not None:
         pass  # MLA layernorms are counted in attn_rep
-    dense = 3 * h * arch.intermediate_size  # gate, up, down
+    dense = 3 * h * ((arch.moe.dense_intermediate_size if arch.moe else None) or arch.intermediate_size)  # gate, up, down
     out: list[_Layer] = []
     for i in range(arch.num_hidden_layers):
         moe = arch.moe
-        if moe is None or i < moe.first_k_dense_replace:
+        # Llama 4: layer i is MoE when (i + 1) % interleave_moe_layer_step == 0 (transformers Llama4TextDecoderLayer)
+        if moe is None or i < moe.first_k_dense_replace or (i + 1) % moe.layer_step:
             out.append(_Layer(attn_split, attn_kv, attn_rep, dense, 0, 0, 0, norms))
             continue
         inter = moe.moe_intermediate_size or arch.intermediate_size

@@ -129,6 +129,8 @@ def plan(
         )
     if arch.vision:
         warnings.append("vision tower not counted: weights are a little higher than shown")
+    if arch.approximate:
+        warnings.append(f"approximate: {arch.approximate}")
 
     wb = weight_bytes(arch, tp=tp, pp=pp, dtype=dtype, weights_total_bytes=weights_total_bytes)
     act = activation_bytes(arch, tp=tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
@@ -200,7 +202,7 @@ def plan(
         verdict=verdict,
         reason=reason,
         warnings=tuple(warnings),
-        approximate=fmt.approximate or bool(arch.vision),
+        approximate=fmt.approximate or bool(arch.vision) or bool(arch.approximate),
         max_num_batched_tokens=max_num_batched_tokens,
     )
 
