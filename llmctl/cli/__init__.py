@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: one handler maps errors to exit codes."""
     from llmctl.cli.console import error
 
-    debug = os.environ.get("LLMCTL_DEBUG") == "1" or "--debug" in (argv or sys.argv[1:])
+    argv = _global_options_first(list(sys.argv[1:] if argv is None else argv))
+    debug = os.environ.get("LLMCTL_DEBUG") == "1" or "--debug" in argv
     try:
         rv = app(args=argv, prog_name="llmctl", standalone_mode=False)
     except LlmctlError as e:
@@ -92,6 +93,19 @@ def main(argv: list[str] | None = None) -> int:
         error(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback; please report it)")
         return 1
     return rv if isinstance(rv, int) else 0
+
+
+_GLOBAL_FLAGS = ("--debug",)
+
+
+def _global_options_first(argv: list[str]) -> list[str]:
+    """``llmctl validate --debug F`` means ``llmctl --debug validate F``:
+    global flags are accepted anywhere before a ``--``."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    moved = [a for a in argv[:end] if a in _GLOBAL_FLAGS]
+    if not moved:
+        return argv
+    return moved + [a for a in argv[:end] if a not in _GLOBAL_FLAGS] + argv[end:]
 
 
 def _plain_err(line: str) -> None:

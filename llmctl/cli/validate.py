@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import typer
 from typing_extensions import Annotated
@@ -11,12 +11,14 @@ from typing_extensions import Annotated
 from llmctl.cli import app
 from llmctl.cli.console import err, out, print_json
 from llmctl.cli.options import JsonOpt
-from llmctl.errors import EXIT_USAGE
+from llmctl.errors import EXIT_USAGE, UsageError
 
 
 @app.command("validate")
 def validate_cmd(
     files: Annotated[List[Path], typer.Argument(metavar="FILE", help="Serve configs (serve_*.yaml) and/or model configs (model_config/*.yaml).")],
+    local: Annotated[bool, typer.Option("--local", help="The apps will run on this machine (llmctl up on the local head): a local model path or a class that is missing here is an error, not a warning.")] = False,
+    working_dir: Annotated[Optional[Path], typer.Option("--working-dir", metavar="DIR", help="Directory Ray builds the app from, where relative llm_configs paths are opened (default: the current directory, as with serve run).", file_okay=False)] = None,
     json_: JsonOpt = False,
 ) -> int:
     """Check config files before launch; one line per problem: file:line: field: message."""
@@ -24,7 +26,9 @@ def validate_cmd(
 
     from llmctl.compat import warning as version_warning
 
-    diags = validate_paths(files)
+    if working_dir is not None and not working_dir.is_dir():
+        raise UsageError(f"--working-dir: '{working_dir}' is not a directory")
+    diags = validate_paths(files, local_node=local, working_dir=working_dir)
     version = version_warning()
     errors = errors_only(diags)
     if json_:

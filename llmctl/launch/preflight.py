@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from llmctl.launch.serve_api import ServeClient
+from llmctl.placement import ACC_PREFIX, replica_bundles  # noqa: F401  (replica_bundles: re-exported)
 
-ACC_PREFIX = "accelerator_type:"
 EPS = 1e-6
 _USAGE = re.compile(r"([\d.]+)\s*/\s*([\d.]+)\s+(\S+)")
 # Resources Ray adds on its own that say nothing about what a user asked for.
@@ -88,30 +88,6 @@ class Preflight:
 # demand
 
 
-def replica_bundles(llm: dict) -> tuple[list[dict[str, float]], str]:
-    """(bundles of one LLMServer replica, placement strategy) for an LLMConfig mapping."""
-    ek = llm.get("engine_kwargs") or {}
-    n = int(ek.get("tensor_parallel_size", 1) or 1) * int(ek.get("pipeline_parallel_size", 1) or 1)
-    acc = llm.get("accelerator_type")
-    hint = {f"{ACC_PREFIX}{acc}": 0.001} if acc else {}
-    pgc = llm.get("placement_group_config") or {}
-    if pgc.get("bundle_per_worker"):
-        bundles = [{**{k: float(v) for k, v in pgc["bundle_per_worker"].items()}, **hint} for _ in range(n)]
-    elif pgc.get("bundles"):
-        bundles = [{**hint, **{k: float(v) for k, v in b.items()}} for b in pgc["bundles"]]
-    elif (llm.get("accelerator_config") or {}).get("kind") == "cpu":
-        bundles = [{"CPU": 1.0} for _ in range(n)]
-    else:
-        bundles = [{"GPU": 1.0, **hint} for _ in range(n)]
-    strategy = str(pgc.get("strategy", "PACK"))
-    actor = (llm.get("deployment_config") or {}).get("ray_actor_options") or {}
-    first = dict(bundles[0]) if bundles else {}
-    first["CPU"] = first.get("CPU", 0.0) + float(actor.get("num_cpus", 1))
-    if actor.get("num_gpus"):
-        first["GPU"] = first.get("GPU", 0.0) + float(actor["num_gpus"])
-    return [first] + bundles[1:], strategy
-
-
 def _replicas(dc: dict) -> tuple[int, int]:
     asc = (dc or {}).get("autoscaling_config")
     if isinstance(asc, dict):
@@ -125,15 +101,15 @@ def _replicas(dc: dict) -> tuple[int, int]:
 def demands(config: dict) -> list[Demand]:
     """Every Serve LLM deployment of a serve config with its llm_configs inlined
     (what ``llmctl.validate.load_deployable`` returns)."""
-    from llmctl.validate.llm_config import SERVE_LLM_IMPORT_PATHS
+    from llmctl.validate.builders import app_llm_configs, is_llm_app
 
     out: list[Demand] = []
     for app in config.get("applications") or []:
-        if app.get("import_path") not in SERVE_LLM_IMPORT_PATHS:
+        if not is_llm_app(app):
             continue
         name = app.get("name", "default")
         args = app.get("args") or {}
-        llms = [c for c in args.get("llm_configs") or [] if isinstance(c, dict)]
+        llms = [c for _, c in app_llm_configs(app) if isinstance(c, dict)]
         for llm in llms:
             bundles, strategy = replica_bundles(llm)
             mn, mx = _replicas(llm.get("deployment_config") or {})

@@ -7,6 +7,7 @@ that callers and tests match instead of message text.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -32,7 +33,7 @@ class Diagnostic:
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
-        prefix = "warning: " if self.severity == "warning" else ""
+        prefix = f"{self.severity}: " if self.severity in ("warning", "note") else ""
         if self.field:
             return f"{where}: {self.field}: {prefix}{self.message}"
         return f"{where}: {prefix}{self.message}"
@@ -110,6 +111,25 @@ class _Sink:
 
     def warn(self, loc: tuple, message: str, *, code: str) -> None:
         self.add(loc, message, "warning", code=code)
+
+    def cluster_only(self, loc: tuple, problem: str, local_node: bool, *, code: str) -> None:
+        """Something that may exist only where the app runs (a model directory,
+        a class): an error for a deployment on this machine, else a warning."""
+        if local_node:
+            self.add(loc, problem, code=code)
+        else:
+            self.warn(loc, f"{problem}; it must exist on the cluster's nodes (validate --local makes this an error)", code=code)
+
+    @contextmanager
+    def guard(self, what: str, loc: tuple = ()):
+        """Run one check; an exception inside it (an llmctl bug on input it did
+        not foresee) becomes a warning at ``loc`` instead of a crash, and the
+        other checks still run."""
+        try:
+            yield
+        except Exception as e:  # noqa: BLE001 - any failure of a check is reported, never raised
+            self.warn(loc, f"llmctl's {what} check failed on this input and was skipped "
+                           f"({type(e).__name__}: {str(e)[:200]}); please report it", code="check-failed")
 
     def has(self, loc: tuple) -> bool:
         s = _loc_str(self.base + tuple(loc))

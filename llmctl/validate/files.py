@@ -11,34 +11,43 @@ import yaml
 from llmctl.errors import ValidationFailed
 from llmctl.sources import looks_local_path
 from llmctl.validate.documents import Diagnostic, _Doc, _read_doc, _Sink, errors_only
-from llmctl.validate.llm_config import SERVE_LLM_IMPORT_PATHS, check_llm_config
-from llmctl.validate.serve_config import check_serve_config, ray_serve_schema
+from llmctl.validate import builders
+from llmctl.validate.llm_config import check_llm_config
+from llmctl.validate.secrets import check_secrets
+from llmctl.validate.serve_config import check_serve_config, config_file_path, ray_serve_schema
 
 
 def _check_doc(doc: _Doc, results: list[Diagnostic], base_dir: Path, *, kind: Optional[str], local_node: bool,
-               check_model_file, model_file_exists) -> Optional[str]:
-    """Every check of one parsed document (serve or model config)."""
+               check_model_file, model_file_exists, working_dir: Optional[Path] = None) -> Optional[str]:
+    """Every check of one parsed document (serve or model config). No check
+    can raise: a failure inside one is a warning (``_Sink.guard``)."""
     sink = _Sink(doc)
     is_serve = "applications" in doc.data
     model_id = None
     if kind == "model" and is_serve:
         sink.add((), "expected a model config (LLMConfig) but this is a serve config", code="not-a-config")
     elif is_serve:
-        check_serve_config(doc, sink, base_dir, check_model_file, model_file_exists, local_node=local_node)
+        with sink.guard("serve config"):
+            check_serve_config(doc, sink, base_dir, check_model_file, model_file_exists, local_node=local_node,
+                               working_dir=working_dir)
     elif "model_loading_config" in doc.data or kind == "model":
-        model_id = check_llm_config(doc.data, sink, base_dir=base_dir, local_node=local_node)
+        with sink.guard("model config"):
+            model_id = check_llm_config(doc.data, sink, base_dir=base_dir, local_node=local_node)
     else:
         sink.add((), "neither a serve config (no 'applications') nor a model config (no 'model_loading_config')", code="not-a-config")
+    with sink.guard("secrets"):
+        check_secrets(doc.data, sink)
     results.extend(sink.items)
     return model_id
 
 
-def _validate_file(path: Path, results: list[Diagnostic], kind: Optional[str] = None, local_node: bool = True) -> Optional[str]:
+def _validate_file(path: Path, results: list[Diagnostic], kind: Optional[str] = None, local_node: bool = True,
+                   working_dir: Optional[Path] = None) -> Optional[str]:
     doc = _read_doc(path, results)
     if doc is None:
         return None
     return _check_doc(
-        doc, results, path.resolve().parent, kind=kind, local_node=local_node,
+        doc, results, path.resolve().parent, kind=kind, local_node=local_node, working_dir=working_dir,
         check_model_file=lambda target: _validate_file(target, results, kind="model", local_node=local_node),
         model_file_exists=Path.is_file,
     )
@@ -61,14 +70,20 @@ def _unique(results: Iterable[Diagnostic]) -> list[Diagnostic]:
     return out
 
 
-def validate_paths(paths: Iterable[Path | str], *, local_node: bool = True) -> list[Diagnostic]:
-    """Diagnostics for every file (errors and warnings), in file order.
-    ``local_node=False``: the models are served by another machine, so a local
-    model path missing here is only a warning."""
+def validate_paths(paths: Iterable[Path | str], *, local_node: bool = True,
+                   working_dir: Path | str | None = None) -> list[Diagnostic]:
+    """Diagnostics for every file (errors, warnings, notes), in file order.
+
+    ``local_node=False``: the apps run on another machine (a cluster), so what
+    may exist only there — a local model directory, a ``server_cls`` or other
+    class — is a warning when it is missing here. ``working_dir``: where
+    relative ``llm_configs`` paths are opened, as Ray opens them (default: the
+    current directory)."""
+    wd = Path(working_dir).resolve() if working_dir is not None else Path.cwd()
     results: list[Diagnostic] = []
     for p in paths:
         one: list[Diagnostic] = []
-        _validate_file(Path(p), one, local_node=local_node)
+        _validate_file(Path(p), one, local_node=local_node, working_dir=wd)
         results += _ordered(one, str(p))
     return _unique(results)
 
@@ -94,11 +109,14 @@ def validate_rendered(docs: Iterable[tuple[str, str, str]]) -> list[Diagnostic]:
     return _unique(results)
 
 
-def load_deployable(serve_path: Path | str, *, local_node: bool = True) -> dict:
-    """The serve config as data with each llm_configs file inlined (so it works
-    on any cluster, from any directory). Raises ValidationFailed if invalid."""
+def load_deployable(serve_path: Path | str, *, local_node: bool = True, working_dir: Path | str | None = None) -> dict:
+    """The serve config as data with each model config file inlined (so it
+    works on any cluster). Relative paths are opened from ``working_dir``
+    (default: the current directory), as Ray opens them. Raises
+    ValidationFailed if invalid."""
     serve_path = Path(serve_path)
-    diags = validate_paths([serve_path], local_node=local_node)
+    wd = Path(working_dir).resolve() if working_dir is not None else Path.cwd()
+    diags = validate_paths([serve_path], local_node=local_node, working_dir=wd)
     errs = errors_only(diags)
     if errs:
         raise ValidationFailed(errs)
@@ -108,20 +126,14 @@ def load_deployable(serve_path: Path | str, *, local_node: bool = True) -> dict:
                                            code="not-a-config")])
     base_dir = serve_path.resolve().parent
     for app in data["applications"]:
-        if app.get("import_path") not in SERVE_LLM_IMPORT_PATHS:
-            continue
-        inlined = []
-        for entry in app["args"]["llm_configs"]:
+        for slot, entry in list(builders.app_llm_configs(app)):
             if isinstance(entry, str):
-                p = Path(os.path.expanduser(entry))
-                target = p if p.is_absolute() else base_dir / p
+                target = config_file_path(entry, wd)
                 cfg = yaml.safe_load(target.read_text(encoding="utf-8"))
                 _absolutize_source(cfg, target.parent)
-                inlined.append(cfg)
-            else:
+                builders.set_in(app, slot, cfg)
+            elif isinstance(entry, dict):
                 _absolutize_source(entry, base_dir)
-                inlined.append(entry)
-        app["args"]["llm_configs"] = inlined
     return data
 
 

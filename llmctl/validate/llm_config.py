@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from llmctl.errors import ModelNotFound
-from llmctl.sources import is_cloud_uri, looks_like_hf_token, looks_local_path
+from llmctl.sources import is_cloud_uri, looks_local_path
 from llmctl.validate.deployment import ScalingHint, check_deployment_config, clean_msg, is_int
 from llmctl.validate.documents import _Sink
 from llmctl.validate.reference import _suggest, ray_accelerator_types
 
-SERVE_LLM_IMPORT_PATHS = ("ray.serve.llm:build_openai_app", "ray.serve.llm.build_openai_app")
 
 _clean_msg = clean_msg  # re-exported for serve_config
 
@@ -30,25 +29,38 @@ def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path, local_node: bool
     if not isinstance(data, dict):
         sink.add((), "a model config must be a mapping (an LLMConfig)", code="not-a-config")
         return None
-    model_id, source = _check_source(data, sink, base_dir, local_node)
-    gpu, cpu_only, bundles = _check_placement(data, sink)
+    model_id, source = None, None
+    with sink.guard("model source", ("model_loading_config",)):
+        model_id, source = _check_source(data, sink, base_dir, local_node)
+    gpu, cpu_only, bundles = None, False, None
+    with sink.guard("placement"):
+        gpu, cpu_only, bundles = _check_placement(data, sink)
     ek = data.get("engine_kwargs", {})
     tp, pp, mml = 1, 1, None
     if ek is not None and not isinstance(ek, dict):
         sink.add(("engine_kwargs",), "must be a mapping of vLLM engine arguments")
     elif isinstance(ek, dict):
-        tp, pp, mml = _check_engine_kwargs(ek, sink)
+        with sink.guard("engine arguments", ("engine_kwargs",)):
+            tp, pp, mml = _check_engine_kwargs(ek, sink)
         if cpu_only and isinstance(bundles, list) and len(bundles) != tp * pp and not sink.has(("engine_kwargs", "tensor_parallel_size")):
             sink.add(("placement_group_config", "bundles"),
                      f"{len(bundles)} bundles for TP {tp} x PP {pp} = {tp * pp} engine workers; give one bundle per worker",
                      code="cpu-bundles")
     ekd = ek if isinstance(ek, dict) else {}
-    plan = _check_model_rules(source, base_dir, gpu, cpu_only, ekd, tp, pp, mml, sink)
-    check_deployment_config(data.get("deployment_config", {}), sink, hint=_scaling_hint(model_id, gpu, cpu_only, plan, mml, ekd))
-    _check_lora(data, ek, model_id, sink)
-    _check_secrets(data, sink)
+    plan = None
+    with sink.guard("model (TP, context, fit)", ("engine_kwargs",)):
+        plan = _check_model_rules(source, base_dir, gpu, cpu_only, ekd, tp, pp, mml, sink)
+    with sink.guard("deployment", ("deployment_config",)):
+        check_deployment_config(data.get("deployment_config", {}), sink, hint=_scaling_hint(model_id, gpu, cpu_only, plan, mml, ekd))
+    with sink.guard("replica placement", ("deployment_config",)):
+        _check_actor_resources(data, gpu, sink)
+    with sink.guard("LoRA", ("lora_config",)):
+        _check_lora(data, ek, model_id, sink)
+    with sink.guard("classes", ()):
+        _check_classes(data, sink, local_node)
     # Ray's own schema last, for what llmctl did not already explain better.
-    _ray_llm_config(data, sink)
+    with sink.guard("Ray LLMConfig"):
+        _ray_llm_config(data, sink)
     return model_id
 
 
@@ -66,12 +78,12 @@ def _check_source(data: dict, sink: _Sink, base_dir: Path, local_node: bool) -> 
         p = Path(os.path.expanduser(source))
         p = p if p.is_absolute() else base_dir / p
         # On a remote cluster the path is looked up on the nodes, not here.
-        sev, where = ("error", "") if local_node else ("warning", " on this machine; every node that runs a replica needs it")
         if not p.exists():
-            sink.add(("model_loading_config", "model_source"), f"local model path '{source}' does not exist{where}", sev, code="local-source")
+            sink.cluster_only(("model_loading_config", "model_source"), f"local model path '{source}' does not exist here",
+                              local_node, code="local-source")
         elif not (p / "config.json").is_file():
-            sink.add(("model_loading_config", "model_source"), f"local model directory '{source}' has no config.json{where}", sev,
-                     code="local-source")
+            sink.cluster_only(("model_loading_config", "model_source"), f"local model directory '{source}' has no config.json here",
+                              local_node, code="local-source")
     if isinstance(source, dict):
         uri = source.get("bucket_uri")
         if not isinstance(uri, str) or not (is_cloud_uri(uri) or uri.startswith("pyarrow-")):
@@ -222,21 +234,39 @@ def _check_lora(data: dict, ek: Any, model_id: Optional[str], sink: _Sink) -> No
                   code="lora")
 
 
-def _check_secrets(data: dict, sink: _Sink) -> None:
-    rte = data.get("runtime_env")
-    if isinstance(rte, dict) and isinstance(rte.get("env_vars"), dict):
-        for k, v in rte["env_vars"].items():
-            if looks_like_hf_token(v):
-                sink.add(("runtime_env", "env_vars", k), "holds a literal Hugging Face token; write \"${HF_TOKEN}\" (the variable's name) "
-                                                         "and export the token where you deploy", code="literal-token")
+def _check_actor_resources(data: dict, gpu, sink: _Sink) -> None:
+    """ray_actor_options.num_gpus is added to the engine's first bundle (llmctl.placement)."""
+    from llmctl.placement import actor_gpu_problem
+
+    found = actor_gpu_problem(data, gpu.gpus_per_node if gpu is not None and not gpu.is_cpu else 8)
+    if found:
+        severity, message = found
+        sink.add(("deployment_config", "ray_actor_options", "num_gpus"), message, severity, code="actor-bundle")
+
+
+def _check_classes(data: dict, sink: _Sink, local_node: bool) -> None:
+    """Classes Ray imports where the app is built: found here, or only on the cluster."""
+    from llmctl.validate.builders import class_path_problem
+
+    paths = [(("server_cls",), data.get("server_cls"))]
+    dc = data.get("deployment_config")
+    rrc = dc.get("request_router_config") if isinstance(dc, dict) else None
+    if isinstance(rrc, dict):
+        paths.append((("deployment_config", "request_router_config", "request_router_class"), rrc.get("request_router_class")))
+    for loc, path in paths:
+        if isinstance(path, str) and (problem := class_path_problem(path)):
+            sink.cluster_only(loc, problem, local_node, code="class-path")
 
 
 def _ray_llm_config(data: dict, sink: _Sink) -> None:
     from pydantic import ValidationError
     from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 
+    data = copy.deepcopy(data)
+    if isinstance(data.get("server_cls"), str):
+        data["server_cls"] = None  # Ray imports it; _check_classes looked for it without running code
     try:
-        LLMConfig.model_validate(copy.deepcopy(data))
+        LLMConfig.model_validate(data)
     except ValidationError as e:
         for err in e.errors():
             loc = tuple(err["loc"])
@@ -256,5 +286,5 @@ def _ray_llm_config(data: dict, sink: _Sink) -> None:
             elif msg.startswith("Invalid deployment config") and sink.has(("deployment_config",)):
                 continue
             sink.add(loc, msg, code=code)
-    except (ValueError, TypeError, AssertionError) as e:
-        sink.add((), clean_msg(str(e)), code="ray-schema")
+    except Exception as e:  # noqa: BLE001 - Ray's validators raise what they like; deploying would fail the same way
+        sink.add((), f"Ray's LLMConfig rejects this config: {clean_msg(str(e)) or type(e).__name__}", code="ray-schema")

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from llmctl.validate.deployment import ScalingHint, check_deployment_config
 from llmctl.validate.documents import _Doc, _Sink
-from llmctl.validate.llm_config import SERVE_LLM_IMPORT_PATHS, _clean_msg, check_llm_config
+from llmctl.validate import builders
+from llmctl.validate.llm_config import _clean_msg, check_llm_config
+from llmctl.validate.reference import _suggest
 
 # Checks a model config file a serve config names (by its resolved path):
 # adds its diagnostics wherever they belong and returns its model_id (None if
@@ -19,8 +21,18 @@ ModelFileCheck = Callable[[Path], Optional[str]]
 ModelFileExists = Callable[[Path], bool]
 
 
+def config_file_path(entry: str, working_dir: Path) -> Path:
+    """Where Ray opens an ``llm_configs`` file path: as given, so a relative
+    path is relative to the working directory of the process that builds the
+    app (``LLMServingArgs._validate_llm_configs``: ``os.path.exists(config)``;
+    ``serve run`` builds in the directory it starts in)."""
+    p = Path(os.path.expanduser(entry))
+    return p if p.is_absolute() else working_dir / p
+
+
 def check_serve_config(doc: _Doc, sink: _Sink, base_dir: Path, check_model_file: ModelFileCheck,
-                       model_file_exists: ModelFileExists, *, local_node: bool = True) -> None:
+                       model_file_exists: ModelFileExists, *, local_node: bool = True,
+                       working_dir: Optional[Path] = None) -> None:
     data = doc.data
     apps = data.get("applications")
     if not isinstance(apps, list) or not apps:
@@ -37,55 +49,118 @@ def check_serve_config(doc: _Doc, sink: _Sink, base_dir: Path, check_model_file:
                     sink.add(("applications", i, "route_prefix"), f"'{rp}' is already used by application {seen_routes[rp] + 1}",
                              code="duplicate-route")
                 seen_routes[rp] = i
-            if app.get("import_path") in SERVE_LLM_IMPORT_PATHS:
-                _check_llm_app(doc, app, i, sink, base_dir, check_model_file, model_file_exists, local_node)
-    ray_serve_schema(data, sink)
+            resolved = builders.resolve(app.get("import_path"))
+            if resolved.problem:
+                sink.add(("applications", i, "import_path"), resolved.problem, code="import-path")
+            if resolved.builder is not None:
+                with sink.guard(f"application {i + 1}", ("applications", i)):
+                    _check_llm_app(doc, app, i, resolved.builder, sink, base_dir, check_model_file, model_file_exists,
+                                   local_node, working_dir or Path.cwd())
+    with sink.guard("Ray ServeDeploySchema"):
+        ray_serve_schema(data, sink)
 
 
-def _check_llm_app(doc: _Doc, app: dict, i: int, sink: _Sink, base_dir: Path, check_model_file: ModelFileCheck,
-                   model_file_exists: ModelFileExists, local_node: bool) -> None:
+def _check_llm_app(doc: _Doc, app: dict, i: int, builder: builders.Builder, sink: _Sink, base_dir: Path,
+                   check_model_file: ModelFileCheck, model_file_exists: ModelFileExists, local_node: bool,
+                   working_dir: Path) -> None:
     args = app.get("args")
     loc = ("applications", i, "args")
-    if not isinstance(args, dict) or "llm_configs" not in args:
-        sink.add(loc, "build_openai_app needs args.llm_configs: a list of model config files or LLMConfig mappings")
+    if not isinstance(args, dict):
+        sink.add(loc, f"{builder.import_path} needs {builder.describe()}", code="builder-args")
         return
-    configs = args["llm_configs"]
-    if not isinstance(configs, list) or not configs:
-        sink.add(loc + ("llm_configs",), "must be a non-empty list of model config files or LLMConfig mappings")
-        return
+    for k in args:
+        if k not in builder.fields:
+            sink.add(loc + (k,), f"unknown argument{_suggest(str(k), builder.fields)}; {builder.import_path} takes "
+                                 f"{', '.join(sorted(builder.fields))}", code="builder-args")
+    if builder.list_field:
+        configs = args.get(builder.list_field)
+        if not isinstance(configs, list) or not configs:
+            sink.add(loc + ((builder.list_field,) if builder.list_field in args else ()),
+                     f"{builder.import_path} needs {builder.describe()}", code="builder-args")
+            return
+    missing = [f for f in builder.single_fields if f not in args]
+    if missing:
+        sink.add(loc, f"{builder.import_path} needs {builder.describe()}; missing {', '.join(missing)}", code="builder-args")
     if "ingress_deployment_config" in args:
         check_deployment_config(args["ingress_deployment_config"], sink, loc + ("ingress_deployment_config",),
                                 hint=ScalingHint(None, f"the ingress of {app.get('name')!r}"))
+    icc = args.get("ingress_cls_config")
+    if isinstance(icc, dict):
+        for k in icc:
+            if k not in ("ingress_cls", "ingress_extra_kwargs"):
+                sink.add(loc + ("ingress_cls_config", k), "unknown field; ingress_cls_config takes ingress_cls, ingress_extra_kwargs",
+                         code="builder-args")
+        if isinstance(icc.get("ingress_cls"), str) and (problem := builders.class_path_problem(icc["ingress_cls"])):
+            sink.cluster_only(loc + ("ingress_cls_config", "ingress_cls"), problem, local_node, code="class-path")
     ids: dict[str, str] = {}
-    for j, entry in enumerate(configs):
-        eloc = loc + ("llm_configs", j)
-        model_id = None
+    seen: list[tuple[tuple, Optional[str], Any]] = []
+    for slot, entry in builders.llm_config_slots(builder, args):
+        eloc = ("applications", i) + slot
+        model_id, data = None, None
         where = f"{doc.path}:{doc.line(eloc)}"
         if isinstance(entry, str):
-            p = Path(os.path.expanduser(entry))
-            target = p if p.is_absolute() else base_dir / p
+            target = config_file_path(entry, working_dir)
             if not model_file_exists(target):
-                hint = "" if p.is_absolute() else f" (relative paths are resolved against {base_dir})"
-                sink.add(eloc, f"model config file '{entry}' does not exist{hint}", code="no-such-file")
+                sink.add(eloc, _missing_file(entry, target, working_dir, doc), code="no-such-file")
                 continue
-            if not p.is_absolute():
-                sink.warn(eloc, "relative path: `serve run` resolves it against the directory it is started from, "
-                                f"not this file's; `llmctl up` and `llmctl validate` use {base_dir}", code="relative-path")
+            if not Path(os.path.expanduser(entry)).is_absolute():
+                sink.add(eloc, f"relative path resolved against {working_dir}, as Ray does from the directory the app is "
+                               "built in", "note", code="relative-path")
             model_id = check_model_file(target)
             where = str(target)
+            data = _load(target)
         elif isinstance(entry, dict):
             inner = _Sink(doc, eloc)
             model_id = check_llm_config(entry, inner, base_dir=base_dir, local_node=local_node)
             sink.items.extend(inner.items)
+            data = entry
         else:
             sink.add(eloc, "must be a path to a model config file or an LLMConfig mapping")
             continue
-        if model_id is not None:
+        seen.append((eloc, model_id, data))
+        if model_id is not None and builder.list_field:
             if model_id in ids:
                 sink.add(eloc, f"duplicate model id '{model_id}' (also in {ids[model_id]}); model ids must be unique within an app",
                          code="duplicate-model-id")
             else:
                 ids[model_id] = where
+    if builder.kind == "pd" and len(seen) == 2:
+        _check_pd(seen, sink)
+
+
+def _missing_file(entry: str, target: Path, working_dir: Path, doc: _Doc) -> str:
+    if Path(os.path.expanduser(entry)).is_absolute():
+        return f"model config file '{entry}' does not exist"
+    msg = (f"model config file '{entry}' does not exist in {working_dir} (Ray opens relative llm_configs paths from "
+           "the directory the app is built in: where `serve run` starts; validate --working-dir sets it)")
+    serve_dir = Path(doc.path).resolve().parent
+    beside = serve_dir / Path(os.path.expanduser(entry))
+    if beside.is_file() and beside.resolve() != target.resolve():
+        msg += f"; it is there relative to the serve file: run from {serve_dir} (or validate --working-dir {serve_dir})"
+    return msg
+
+
+def _load(target: Path) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(target.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+
+
+def _check_pd(seen: list, sink: _Sink) -> None:
+    """PDServingArgs' own rules (serving_patterns/prefill_decode/builder.py)."""
+    (ploc, pid, pdata), (dloc, did, ddata) = seen
+    if pid is not None and did is not None and pid != did:
+        sink.add(dloc, f"model id '{did}' differs from prefill_config's '{pid}'; prefill and decode must serve the same model id "
+                       "(Ray: \"P/D model id mismatch\")", code="pd-mismatch")
+    lp = pdata.get("lora_config") if isinstance(pdata, dict) else None
+    ld = ddata.get("lora_config") if isinstance(ddata, dict) else None
+    if (lp is None) != (ld is None):
+        sink.add(dloc if lp is not None else ploc, "lora_config must be set on both prefill and decode, or on neither", code="pd-mismatch")
+    elif isinstance(lp, dict) and isinstance(ld, dict) and lp.get("dynamic_lora_loading_path") != ld.get("dynamic_lora_loading_path"):
+        sink.add(dloc, "lora_config.dynamic_lora_loading_path must be the same on prefill and decode", code="pd-mismatch")
 
 
 def ray_serve_schema(data: dict, sink: _Sink) -> None:

@@ -1,0 +1,81 @@
+"""What one LLMServer replica asks Ray for, as Ray Serve LLM 2.60 builds it,
+and the placement mistakes a config can make with it. Used by preflight (to
+place replicas on a real cluster's nodes) and by validate (offline).
+
+Ray 2.60 (``ray/llm/_internal/serve/core/server/llm_server.py``
+``get_deployment_options`` and ``engines/vllm/vllm_models.py``
+``placement_bundles``): a placement group of one bundle per engine worker —
+TP × PP bundles of ``{GPU: 1, accelerator_type:<T>: 0.001}`` by default, or
+``placement_group_config.bundles`` / ``bundle_per_worker`` with the
+accelerator hint added — and the replica actor's own resources
+(``ray_actor_options``: ``num_cpus`` default 1, ``num_gpus`` default 0)
+ADDED to the first bundle (``_merge_replica_actor_and_child_actor_bundles``).
+Strategy ``PACK`` unless placement_group_config says otherwise.
+
+Measured on Ray 2.60 here: a bundle of ``{GPU: 1.95}`` is placed on a node
+with 2 GPUs, so ``num_gpus: 0.95`` is not rejected by Ray — it needs a node
+with one GPU more than the engine uses, and a node with a single GPU never
+holds the replica.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+ACC_PREFIX = "accelerator_type:"
+
+
+def _num(v: Any, default: float) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
+
+
+def replica_bundles(llm: dict) -> tuple[list[dict[str, float]], str]:
+    """(bundles of one LLMServer replica, placement strategy) for an LLMConfig mapping."""
+    ek = llm.get("engine_kwargs") if isinstance(llm.get("engine_kwargs"), dict) else {}
+    n = max(1, int(_num(ek.get("tensor_parallel_size"), 1))) * max(1, int(_num(ek.get("pipeline_parallel_size"), 1)))
+    acc = llm.get("accelerator_type")
+    hint = {f"{ACC_PREFIX}{acc}": 0.001} if isinstance(acc, str) and acc else {}
+    pgc = llm.get("placement_group_config") if isinstance(llm.get("placement_group_config"), dict) else {}
+    acc_cfg = llm.get("accelerator_config") if isinstance(llm.get("accelerator_config"), dict) else {}
+    per_worker = pgc.get("bundle_per_worker")
+    explicit = pgc.get("bundles")
+    if isinstance(per_worker, dict) and per_worker:
+        bundles = [{**{str(k): _num(v, 0.0) for k, v in per_worker.items()}, **hint} for _ in range(n)]
+    elif isinstance(explicit, list) and explicit:
+        bundles = [{**hint, **{str(k): _num(v, 0.0) for k, v in b.items()}} for b in explicit if isinstance(b, dict)]
+    elif acc_cfg.get("kind") == "cpu":
+        bundles = [{"CPU": 1.0} for _ in range(n)]
+    else:
+        bundles = [{"GPU": 1.0, **hint} for _ in range(n)]
+    strategy = str(pgc.get("strategy", "PACK"))
+    dc = llm.get("deployment_config") if isinstance(llm.get("deployment_config"), dict) else {}
+    actor = dc.get("ray_actor_options") if isinstance(dc.get("ray_actor_options"), dict) else {}
+    first = dict(bundles[0]) if bundles else {}
+    first["CPU"] = first.get("CPU", 0.0) + _num(actor.get("num_cpus"), 1.0)
+    if _num(actor.get("num_gpus"), 0.0):
+        first["GPU"] = first.get("GPU", 0.0) + _num(actor.get("num_gpus"), 0.0)
+    return [first] + bundles[1:], strategy
+
+
+def actor_gpu_problem(llm: dict, gpus_per_node: int) -> Optional[tuple[str, str]]:
+    """(severity, message) when ``ray_actor_options.num_gpus`` is merged into
+    the engine's first bundle; an error when no node of ``gpus_per_node``
+    GPUs can hold the merged bundle."""
+    dc = llm.get("deployment_config") if isinstance(llm.get("deployment_config"), dict) else {}
+    actor = dc.get("ray_actor_options") if isinstance(dc.get("ray_actor_options"), dict) else {}
+    extra = _num(actor.get("num_gpus"), 0.0)
+    if extra <= 0:
+        return None
+    bundles, _ = replica_bundles(llm)
+    engine_gpu = bundles[0].get("GPU", 0.0) - extra
+    total = bundles[0].get("GPU", 0.0)
+    cpus = f" and num_cpus ({_num(actor.get('num_cpus'), 1.0):g})" if "num_cpus" in actor else ""
+    head = (f"Ray Serve LLM adds ray_actor_options.num_gpus ({extra:g}){cpus} to the engine's first placement bundle "
+            f"({engine_gpu:g} GPU), so one node must hold {total:g} GPUs for it")
+    fix = "delete num_gpus: the engine's bundles already reserve its GPUs (accelerator_type and TP x PP decide them)"
+    if math.ceil(total - 1e-9) > gpus_per_node:
+        return "error", f"{head}, more than a node of {gpus_per_node} GPUs has; {fix}"
+    if engine_gpu <= 0:
+        return "warning", f"{head} although the engine itself uses none; {fix}"
+    return "warning", f"{head}: a single-GPU node can never hold the replica and {math.ceil(total) - engine_gpu:g} GPU sits idle; {fix}"

@@ -1,0 +1,97 @@
+"""Secrets and unfilled placeholders anywhere in a config.
+
+- A literal token is an error wherever it stands (``runtime_env.env_vars``,
+  ``engine_kwargs.hf_token`` as one of Ray's tutorials writes it, an
+  application's ``args``, …): Ray's dashboard returns serve configs and
+  runtime_envs to every client, and Ray logs them. Detected by shape
+  (Hugging Face ``hf_…``, OpenAI ``sk-…``, AWS ``AKIA…``, GitHub ``ghp_…``)
+  and, for fields whose name says secret (``hf_token``, ``*_API_KEY``,
+  ``*_SECRET_ACCESS_KEY``, ``password``), by any literal value.
+- ``${VAR}`` is expanded by Ray only inside a ``runtime_env``: its
+  ``env_vars`` (``ray/_private/utils.py`` ``update_envs``: os.path.expandvars
+  on the node) and the pip/uv options (``_private/runtime_env/pip.py``,
+  ``uv.py``). Anywhere else the engine receives the literal text.
+- Template placeholders (``<YOUR-HF-TOKEN>``, ``<MODEL_ID>``) left unfilled.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator
+
+from llmctl.validate.documents import _Sink
+
+_TOKEN_SHAPES = (
+    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")),
+    ("an OpenAI API key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_-]{32,}\b")),
+    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("a GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,}\b")),
+)
+_SECRET_KEY = re.compile(r"(^|_)(hf_token|token|api_key|apikey|password|passwd|secret|secret_key|secret_access_key|access_token)$", re.I)
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_PLACEHOLDER = re.compile(r"<\s*(?:YOUR|Your|your)[\w .-]*>|<[A-Z][A-Z0-9]*(?:[_-][A-Z0-9]+)+>|<(?:MODEL|TOKEN|BUCKET|PATH|NAME)>")
+# Fields whose text is a template or free text, where angle brackets are normal.
+_FREE_TEXT = re.compile(r"(template|prompt|description|stop|regex|pattern)", re.I)
+
+
+def _walk(data: Any, loc: tuple = ()) -> Iterator[tuple[tuple, Any, Any]]:
+    """(location, key, value) of every scalar leaf."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            if isinstance(v, (dict, list)):
+                yield from _walk(v, loc + (k,))
+            else:
+                yield loc + (k,), k, v
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            if isinstance(v, (dict, list)):
+                yield from _walk(v, loc + (i,))
+            else:
+                yield loc + (i,), None, v
+
+
+def _in_runtime_env(loc: tuple) -> bool:
+    return "runtime_env" in loc
+
+
+def _literal_secret(key: Any, value: str) -> str | None:
+    for what, rx in _TOKEN_SHAPES:
+        if rx.search(value):
+            return what
+    if isinstance(key, str) and _SECRET_KEY.search(key) and value.strip() and not _ENV_REF.fullmatch(value.strip()):
+        if not _PLACEHOLDER.search(value) and value.strip().lower() not in ("true", "false", "none", "null"):
+            return "a secret"
+    return None
+
+
+def _env_name(loc: tuple, key: Any, what: str) -> str:
+    if len(loc) >= 2 and loc[-2] == "env_vars" and isinstance(key, str):
+        return key
+    if "Hugging Face" in what or (isinstance(key, str) and "hf" in key.lower()):
+        return "HF_TOKEN"
+    return re.sub(r"[^A-Za-z0-9_]", "_", str(key)).upper() if isinstance(key, str) else "SECRET"
+
+
+def check_secrets(data: Any, sink: _Sink) -> None:
+    """Literal tokens, ``${VAR}`` where Ray does not expand it, unfilled
+    placeholders: each an error at its field."""
+    for loc, key, value in _walk(data):
+        if not isinstance(value, str):
+            continue
+        what = _literal_secret(key, value)
+        if what:
+            name = _env_name(loc, key, what)
+            sink.add(loc, f"holds {what} in plain text; Ray's dashboard shows configs to every client and logs them: "
+                          f"write {name}: \"${{{name}}}\" under runtime_env.env_vars and export {name} where you deploy",
+                     code="literal-token")
+            continue
+        ph = None if _FREE_TEXT.search(str(key or "")) else _PLACEHOLDER.search(value)
+        if ph:
+            sink.add(loc, f"unfilled placeholder '{ph.group(0)}': replace it with the real value", code="placeholder")
+            continue
+        ref = _ENV_REF.search(value)
+        if ref and not _in_runtime_env(loc) and not _FREE_TEXT.search(str(key or "")):
+            hint = ("; vLLM reads HF_TOKEN from the environment: delete this field and set runtime_env.env_vars.HF_TOKEN: "
+                    "\"${HF_TOKEN}\"" if isinstance(key, str) and "token" in key.lower() else
+                    "; only runtime_env (env_vars, pip, uv) expands variables")
+            sink.add(loc, f"'{ref.group(0)}' is not expanded here: Ray passes the literal text{hint}", code="unexpanded-variable")
