@@ -215,9 +215,9 @@ FILE_CASES = [
     ("local-lora", MODEL_OK + "lora_config:\n  dynamic_lora_loading_path: /data/lora\n",
      "15: lora_config.dynamic_lora_loading_path: '/data/lora' is not a remote URI; Ray Serve LLM loads adapters from s3://, gs://, abfss:// or azure://"),
     ("literal-token", MODEL_OK + "runtime_env:\n  env_vars:\n    HF_TOKEN: hf_" + "x" * 34 + "\n",
-     "16: runtime_env.env_vars.HF_TOKEN: holds a literal Hugging Face token; write \"${HF_TOKEN}\" (the variable's name) and export the token where you deploy"),
+     "16: runtime_env.env_vars.HF_TOKEN: holds a Hugging Face token in plain text; Ray's dashboard shows configs to every client and logs them: write HF_TOKEN: \"${HF_TOKEN}\" under runtime_env.env_vars and export HF_TOKEN where you deploy"),
     ("missing-model-dir", _patched("model_source: meta-llama/Llama-3.1-8B-Instruct", "model_source: ./no-such-model"),
-     "3: model_loading_config.model_source: local model path './no-such-model' does not exist"),
+     "3: model_loading_config.model_source: local model path './no-such-model' does not exist here"),
     ("no-model-id", _patched("  model_id: llama\n", ""),
      "1: model_loading_config.model_id: required: the id clients send as \"model\""),
     ("does-not-fit", _patched("model_source: meta-llama/Llama-3.1-8B-Instruct", "model_source: meta-llama/Llama-3.1-70B-Instruct"),
@@ -256,7 +256,7 @@ def test_bad_model_file(capsys, tmp_path, case_id, text, expected):
 
     f = tmp_path / "model.yaml"
     f.write_text(text)
-    r = run_cli(capsys, "validate", f)
+    r = run_cli(capsys, "validate", "--local", f)  # --local: a model path missing here is an error
     assert r.code == 2
     lines = r.err.strip().splitlines()
     assert lines[-1].endswith("found")  # "N problem(s) found"
@@ -293,14 +293,15 @@ def test_serve_config_problems(capsys, tmp_path):
           import_path: ray.serve.llm:build_openai_app
           args: {{}}
         """))
-    r = run_cli(capsys, "validate", serve)
+    r = run_cli(capsys, "validate", "--working-dir", tmp_path, serve)
     assert r.code == 2
     lines = r.err.strip().splitlines()
-    assert f"{serve}:8: applications[0].args.llm_configs[1]: model config file 'model_config/missing.yaml' does not exist (relative paths are resolved against {tmp_path})" in lines
+    assert (f"{serve}:8: applications[0].args.llm_configs[1]: model config file 'model_config/missing.yaml' does not exist in "
+            f"{tmp_path} (Ray opens relative llm_configs paths from the working directory of the process that builds the app)") in lines
     assert f"{serve}:9: applications[0].args.llm_configs[2]: duplicate model id 'llama' (also in {good}); model ids must be unique within an app" in lines
     assert f"{serve}:1: applications: Found multiple configs for application \"app\". Please remove all duplicates." in lines
     assert f"{serve}:11: applications[1].route_prefix: '/' is already used by application 1" in lines
-    assert f"{serve}:13: applications[1].args: build_openai_app needs args.llm_configs: a list of model config files or LLMConfig mappings" in lines
+    assert f"{serve}:13: applications[1].args: ray.serve.llm:build_openai_app needs args.llm_configs: a list of model config files or LLMConfig mappings" in lines
 
 
 def test_validate_exit_0_on_generated_cpu_config(capsys, tmp_path):
@@ -331,5 +332,5 @@ def test_missing_model_path_is_a_warning_for_a_remote_cluster(tmp_path):
     (remote,) = validate_paths([f], local_node=False)
     assert remote.severity == "warning" and str(remote) == (
         f"{f}:3: model_loading_config.model_source: warning: local model path '/models/llama' does not exist "
-        "on this machine; every node that runs a replica needs it")
+        "here; it must exist on the cluster's nodes (validate --local makes this an error)")
     assert errors_only(validate_paths([f])) and not errors_only([remote])

@@ -146,7 +146,8 @@ def _serve_with_token(tmp_path, tiny_model, value="${MY_HF_TOKEN}"):
     return serve
 
 
-def test_prepare_fills_token_and_inlines(tmp_path, config_model):
+def test_prepare_fills_token_and_inlines(tmp_path, monkeypatch, config_model):
+    monkeypatch.chdir(tmp_path)  # Ray opens relative llm_configs paths from the working directory
     serve = _serve_with_token(tmp_path, config_model)
     p = launch.prepare(serve, environ={"MY_HF_TOKEN": "hf_secret_value"})
     (llm,) = p.config["applications"][0]["args"]["llm_configs"]
@@ -159,14 +160,16 @@ def test_prepare_fills_token_and_inlines(tmp_path, config_model):
     assert serve_api.scrub("error: token hf_secret_value rejected", p.secrets) == "error: token *** rejected"
 
 
-def test_prepare_unset_token_names_variable(tmp_path, config_model):
+def test_prepare_unset_token_names_variable(tmp_path, monkeypatch, config_model):
+    monkeypatch.chdir(tmp_path)  # Ray opens relative llm_configs paths from the working directory
     serve = _serve_with_token(tmp_path, config_model)
     with pytest.raises(UsageError) as e:
         launch.prepare(serve, environ={})
     assert "MY_HF_TOKEN" in e.value.message and e.value.exit_code == 2
 
 
-def test_compose_keeps_other_apps_and_pins_local_http(tmp_path, config_model):
+def test_compose_keeps_other_apps_and_pins_local_http(tmp_path, monkeypatch, config_model):
+    monkeypatch.chdir(tmp_path)
     serve = _serve_with_token(tmp_path, config_model)
     p = launch.prepare(serve, environ={"MY_HF_TOKEN": "x" * 8})
     other = {"name": "other", "route_prefix": "/other", "import_path": "m:app"}

@@ -132,11 +132,11 @@ def _missing_file(entry: str, target: Path, working_dir: Path, doc: _Doc) -> str
     if Path(os.path.expanduser(entry)).is_absolute():
         return f"model config file '{entry}' does not exist"
     msg = (f"model config file '{entry}' does not exist in {working_dir} (Ray opens relative llm_configs paths from "
-           "the directory the app is built in: where `serve run` starts; validate --working-dir sets it)")
+           "the working directory of the process that builds the app)")
     serve_dir = Path(doc.path).resolve().parent
     beside = serve_dir / Path(os.path.expanduser(entry))
     if beside.is_file() and beside.resolve() != target.resolve():
-        msg += f"; it is there relative to the serve file: run from {serve_dir} (or validate --working-dir {serve_dir})"
+        msg += f"; it is there relative to the serve file's folder: run from {serve_dir}"
     return msg
 
 
