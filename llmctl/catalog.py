@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from llmctl.errors import CatalogError, ModelNotFound
 from llmctl.paths import data_dir
-from llmctl.sources import CLOUD_SCHEMES, is_cloud_uri, is_hf_repo_id, looks_local_path
+from llmctl.sources import CLOUD_SCHEMES, is_cloud_uri, is_hf_repo_id, looks_local_path, path_probe
 
 # libyaml's loader parses the catalog ~10x faster (`llmctl models` start-up, bench/startup.py).
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -452,9 +452,9 @@ def known_profile(source: str, base_dir: Path) -> Optional[ModelProfile]:
         if prof.hf_repo.lower() == source.lower():
             return prof
     p = Path(os.path.expanduser(source))
-    if not p.is_absolute() and (looks_local_path(source) or (base_dir / source).is_dir()):
+    if not p.is_absolute() and (looks_local_path(source) or path_probe(base_dir / source, "is_dir")):
         p = base_dir / p
-    if p.is_dir() and (p / "config.json").is_file():
+    if path_probe(p, "is_dir") and path_probe(p / "config.json", "is_file"):
         cfg = p / "config.json"
         return _profile_from_config(_read_config_json(cfg), source=str(p), origin="local", where=str(cfg))
     if is_hf_repo_id(source):

@@ -7,6 +7,7 @@ One definition of each, used by the catalog (resolving ``--model``), the spec
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Optional
 
 # Schemes Ray Serve LLM downloads weights and LoRA adapters from.
@@ -31,6 +32,15 @@ def looks_local_path(text: str) -> bool:
 
 def is_hf_repo_id(text: str) -> bool:
     return isinstance(text, str) and bool(_HF_REPO.match(text))
+
+
+def path_probe(p: Path, test: str = "exists") -> bool:
+    """``p.exists()`` / ``is_dir()`` / ``is_file()`` that answers False for a
+    name the OS cannot take (too long, NUL byte) instead of raising."""
+    try:
+        return bool(getattr(p, test)())
+    except (OSError, ValueError):
+        return False
 
 
 def looks_like_hf_token(text: str) -> bool:

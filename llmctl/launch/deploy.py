@@ -45,6 +45,7 @@ import httpx
 from llmctl.engine_args import pooling_task
 from llmctl.errors import ClusterUnreachable, DeployFailed, PreflightFailed, UsageError
 from llmctl.sources import env_ref
+from llmctl.validate.builders import app_llm_configs
 from llmctl.launch import address as _address
 from llmctl.launch import cluster as _cluster
 from llmctl.launch import preflight as _preflight
@@ -108,7 +109,7 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, lo
         names.append(name)
         _fill_env(app.get("runtime_env"), f"application {name!r}", env, secrets, used, path)
         ids = []
-        for llm in ((app.get("args") or {}).get("llm_configs") or []):
+        for _, llm in app_llm_configs(app):
             if isinstance(llm, dict):
                 mid = (llm.get("model_loading_config") or {}).get("model_id")
                 if mid:

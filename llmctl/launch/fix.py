@@ -22,6 +22,8 @@ import yaml
 
 from llmctl import yaml_edit
 from llmctl.errors import LlmctlError
+from llmctl.validate.builders import app_llm_configs
+from llmctl.validate.serve_config import config_file_path
 
 
 @dataclass
@@ -45,14 +47,12 @@ def locate(serve_path: Path, app: str, model_id: str) -> Optional[tuple[Path, li
     """(file, path inside it) of the LLMConfig of ``model_id`` in ``app``."""
     serve_path = Path(serve_path)
     data = yaml.safe_load(serve_path.read_text(encoding="utf-8")) or {}
-    base = serve_path.resolve().parent
     for i, a in enumerate(data.get("applications") or []):
         if a.get("name", "default") != app:
             continue
-        for j, entry in enumerate((a.get("args") or {}).get("llm_configs") or []):
+        for slot, entry in app_llm_configs(a):
             if isinstance(entry, str):
-                p = Path(os.path.expanduser(entry))
-                p = p if p.is_absolute() else base / p
+                p = config_file_path(entry, Path.cwd())
                 try:
                     cfg = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
                 except OSError:
@@ -60,7 +60,7 @@ def locate(serve_path: Path, app: str, model_id: str) -> Optional[tuple[Path, li
                 if (cfg.get("model_loading_config") or {}).get("model_id") == model_id:
                     return p, []
             elif isinstance(entry, dict) and (entry.get("model_loading_config") or {}).get("model_id") == model_id:
-                return serve_path, ["applications", i, "args", "llm_configs", j]
+                return serve_path, ["applications", i, *slot]
     return None
 
 

@@ -33,6 +33,7 @@ from typing import Iterator
 from llmctl.launch.address import Target
 from llmctl.errors import ClusterUnreachable, UsageError
 from llmctl.launch.serve_api import HTTPFailure, ServeClient, scrub, secret_values
+from llmctl.validate.builders import app_llm_configs
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def failed_app_diagnoses(target: Target, app: str, status: dict) -> list:
     raw = (status.get("applications") or {}).get(app) or {}
     cfg = raw.get("deployed_app_config") or {}
     configs = {(c.get("model_loading_config") or {}).get("model_id"): c
-               for c in ((cfg.get("args") or {}).get("llm_configs") or []) if isinstance(c, dict)}
+               for _, c in app_llm_configs(cfg) if isinstance(c, dict)}
     try:
         lines = tail(target, app, 300)
     except (ClusterUnreachable, UsageError, OSError):

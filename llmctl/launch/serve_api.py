@@ -31,6 +31,7 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)
 
 from llmctl.errors import ClusterUnreachable, DeployFailed, LlmctlError, RequestTimeout
+from llmctl.validate.builders import app_llm_configs
 
 APPS_PATH = "/api/serve/applications/"
 TERMINAL_OK = "RUNNING"
@@ -232,7 +233,7 @@ def model_ids_of(app: dict) -> list[str]:
     """Model ids an LLM app serves: from its deployed config, else its deployment names."""
     ids: list[str] = []
     cfg = app.get("deployed_app_config") or {}
-    for llm in ((cfg.get("args") or {}).get("llm_configs") or []):
+    for _, llm in app_llm_configs(cfg):
         if isinstance(llm, dict):
             mid = (llm.get("model_loading_config") or {}).get("model_id")
             if mid:
@@ -321,7 +322,7 @@ def secret_values(status: dict) -> list[str]:
     for app in (status.get("applications") or {}).values():
         cfg = app.get("deployed_app_config") or {}
         take(cfg.get("runtime_env"))
-        for llm in ((cfg.get("args") or {}).get("llm_configs") or []):
+        for _, llm in app_llm_configs(cfg):
             if isinstance(llm, dict):
                 take(llm.get("runtime_env"))
     return sorted(set(found), key=len, reverse=True)

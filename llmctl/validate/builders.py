@@ -32,6 +32,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from llmctl.sources import path_probe
+
 
 @dataclass(frozen=True)
 class Builder:
@@ -142,7 +144,7 @@ def module_file(module: str) -> Optional[Path]:
     for root in roots:
         base = Path(root).joinpath(*parts[1:])
         for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-            if candidate.is_file():
+            if path_probe(candidate, "is_file"):
                 return candidate
     return None
 

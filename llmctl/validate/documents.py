@@ -14,6 +14,8 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
+from llmctl.sources import path_probe
+
 @dataclass(frozen=True)
 class Diagnostic:
     file: str
@@ -139,7 +141,7 @@ class _Sink:
 
 def _read_doc(path: Path, results: list[Diagnostic]) -> Optional[_Doc]:
     shown = str(path)
-    if not path.exists():
+    if not path_probe(path):
         results.append(Diagnostic(shown, None, "", "no such file", code="no-such-file"))
         return None
     if path.is_dir():

@@ -9,7 +9,7 @@ from typing import Iterable, Optional
 import yaml
 
 from llmctl.errors import ValidationFailed
-from llmctl.sources import looks_local_path
+from llmctl.sources import looks_local_path, path_probe
 from llmctl.validate.documents import Diagnostic, _Doc, _read_doc, _Sink, errors_only
 from llmctl.validate import builders
 from llmctl.validate.llm_config import check_llm_config
@@ -49,7 +49,7 @@ def _validate_file(path: Path, results: list[Diagnostic], kind: Optional[str] = 
     return _check_doc(
         doc, results, path.resolve().parent, kind=kind, local_node=local_node, working_dir=working_dir,
         check_model_file=lambda target: _validate_file(target, results, kind="model", local_node=local_node),
-        model_file_exists=Path.is_file,
+        model_file_exists=lambda target: path_probe(target, "is_file"),
     )
 
 

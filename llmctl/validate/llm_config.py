@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from llmctl.errors import ModelNotFound
-from llmctl.sources import is_cloud_uri, looks_local_path
+from llmctl.sources import is_cloud_uri, looks_local_path, path_probe
 from llmctl.validate.deployment import ScalingHint, check_deployment_config, clean_msg, is_int
 from llmctl.validate.documents import _Sink
 from llmctl.validate.reference import _suggest, ray_accelerator_types
@@ -78,10 +78,10 @@ def _check_source(data: dict, sink: _Sink, base_dir: Path, local_node: bool) -> 
         p = Path(os.path.expanduser(source))
         p = p if p.is_absolute() else base_dir / p
         # On a remote cluster the path is looked up on the nodes, not here.
-        if not p.exists():
+        if not path_probe(p):
             sink.cluster_only(("model_loading_config", "model_source"), f"local model path '{source}' does not exist here",
                               local_node, code="local-source")
-        elif not (p / "config.json").is_file():
+        elif not path_probe(p / "config.json", "is_file"):
             sink.cluster_only(("model_loading_config", "model_source"), f"local model directory '{source}' has no config.json here",
                               local_node, code="local-source")
     if isinstance(source, dict):

@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 
 from llmctl.validate.deployment import ScalingHint, check_deployment_config
 from llmctl.validate.documents import _Doc, _Sink
+from llmctl.sources import path_probe
 from llmctl.validate import builders
 from llmctl.validate.llm_config import _clean_msg, check_llm_config
 from llmctl.validate.reference import _suggest
@@ -135,7 +136,7 @@ def _missing_file(entry: str, target: Path, working_dir: Path, doc: _Doc) -> str
            "the working directory of the process that builds the app)")
     serve_dir = Path(doc.path).resolve().parent
     beside = serve_dir / Path(os.path.expanduser(entry))
-    if beside.is_file() and beside.resolve() != target.resolve():
+    if path_probe(beside, "is_file") and beside.resolve() != target.resolve():
         msg += f"; it is there relative to the serve file's folder: run from {serve_dir}"
     return msg
 

@@ -1,0 +1,137 @@
+"""Fuzz of validate (issue 14): random mutations of valid configs, in process.
+
+Every mutated document must come back as diagnostics: no exception out of
+validation, and no check that failed inside (a ``check-failed`` warning is
+the safety net of ``_Sink.guard``; the fuzz counts it as a crash, so a check
+that breaks on odd input is fixed rather than hidden).
+
+``LLMCTL_FUZZ_CASES`` sets the number of cases (default 10,000; the seed is
+fixed, so a failure reproduces). Runs in about a minute.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+
+import yaml
+
+from llmctl.validate import validate_rendered
+
+CASES = int(os.environ.get("LLMCTL_FUZZ_CASES", "10000"))
+
+MODEL = {
+    "model_loading_config": {"model_id": "qwen", "model_source": "Qwen/Qwen2.5-7B-Instruct"},
+    "accelerator_type": "L4",
+    "engine_kwargs": {"tensor_parallel_size": 1, "max_model_len": 8192, "enable_auto_tool_choice": True,
+                      "tool_call_parser": "hermes", "gpu_memory_utilization": 0.9},
+    "deployment_config": {"autoscaling_config": {"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 8},
+                          "max_ongoing_requests": 16},
+    "runtime_env": {"env_vars": {"HF_TOKEN": "${HF_TOKEN}"}},
+    "lora_config": {"dynamic_lora_loading_path": "s3://bucket/loras", "max_num_adapters_per_replica": 4},
+}
+CPU_MODEL = {
+    "model_loading_config": {"model_id": "tiny", "model_source": "/models/tiny"},
+    "placement_group_config": {"bundles": [{"CPU": 1}], "strategy": "PACK"},
+    "engine_kwargs": {"max_model_len": 512, "dtype": "float32"},
+    "deployment_config": {"num_replicas": 1, "ray_actor_options": {"num_cpus": 1}},
+    "server_cls": "my_plugin.server:MyServer",
+}
+
+
+def _serve(builder: str, args: dict) -> dict:
+    return {"http_options": {"host": "127.0.0.1", "port": 8000},
+            "applications": [{"name": "llm", "route_prefix": "/", "import_path": builder, "args": args}]}
+
+
+SEEDS = [
+    ("model", MODEL),
+    ("model", CPU_MODEL),
+    ("serve", _serve("ray.serve.llm:build_openai_app", {"llm_configs": [MODEL, CPU_MODEL],
+                                                        "ingress_deployment_config": {"num_replicas": 1}})),
+    ("serve", _serve("ray.serve.llm:build_dp_openai_app", {"llm_config": CPU_MODEL})),
+    ("serve", _serve("ray.serve.llm:build_pd_openai_app", {"prefill_config": MODEL, "decode_config": MODEL,
+                                                           "ingress_cls_config": {"ingress_cls": "my.mod:Ingress"}})),
+]
+
+ODD_VALUES = [None, 0, -1, 1, 2**70, 3.5, -0.0, float("inf"), float("nan"), True, False, "", " ", "x" * 300, "8",
+              "${HF_TOKEN}", "<YOUR-HF-TOKEN>", "hf_" + "a" * 34, "s3://b/p", "/models/x", "./rel", "ray.serve.llm:nope",
+              [], [None], [1, "a"], {}, {"": None}, {"a": {"b": [1, {"c": None}]}}, {1: 2}, "L4", "cpu", "A100", "\u00e9\u4e2d"]
+ODD_KEYS = ["tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "accelerator_type", "num_gpus", "num_cpus",
+            "bundles", "bundle_per_worker", "strategy", "model_source", "model_id", "min_replicas", "max_replicas",
+            "target_ongoing_requests", "hf_token", "server_cls", "llm_configs", "llm_config", "import_path", "args",
+            "quantization", "kv_cache_dtype", "dtype", "placement_group_config", "ray_actor_options", "unknown_field", 7, None]
+
+
+def _paths(data, here=()):
+    yield here
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield from _paths(v, here + (k,))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            yield from _paths(v, here + (i,))
+
+
+def _get(data, path):
+    for p in path:
+        data = data[p]
+    return data
+
+
+def mutate(rng: random.Random, data):
+    """One to three random edits: replace a value, delete or add a key, change a container's type."""
+    data = copy.deepcopy(data)
+    for _ in range(rng.randint(1, 3)):
+        paths = list(_paths(data))
+        path = rng.choice(paths)
+        op = rng.random()
+        if not path:
+            if isinstance(data, dict):
+                data[rng.choice(ODD_KEYS)] = rng.choice(ODD_VALUES)
+            continue
+        parent, key = _get(data, path[:-1]), path[-1]
+        if op < 0.5:
+            parent[key] = copy.deepcopy(rng.choice(ODD_VALUES))
+        elif op < 0.7 and isinstance(parent, dict):
+            del parent[key]
+        elif op < 0.85:
+            target = parent[key]
+            if isinstance(target, dict):
+                target[rng.choice(ODD_KEYS)] = copy.deepcopy(rng.choice(ODD_VALUES))
+            elif isinstance(target, list):
+                target.append(copy.deepcopy(rng.choice(ODD_VALUES + [MODEL])))
+            else:
+                parent[key] = [target] if rng.random() < 0.5 else {"value": target}
+        else:
+            parent[key] = copy.deepcopy(rng.choice([MODEL, CPU_MODEL, {"model_loading_config": None}, [MODEL]]))
+    return data
+
+
+def test_validate_never_raises_on_mutated_configs(tmp_path):
+    rng = random.Random(20261124)
+    crashes: list[str] = []
+    failed_checks: list[str] = []
+    codes: dict[str, int] = {}
+    for n in range(CASES):
+        kind, seed = SEEDS[n % len(SEEDS)]
+        doc = mutate(rng, seed)
+        try:
+            text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+        except yaml.YAMLError:
+            continue
+        path = str(tmp_path / f"case{n}.yaml")
+        try:
+            diags = validate_rendered([(path, text, kind)])
+        except Exception as e:  # noqa: BLE001 - what the fuzz looks for
+            crashes.append(f"case {n}: {type(e).__name__}: {e}\n{text}")
+            continue
+        for d in diags:
+            codes[d.code] = codes.get(d.code, 0) + 1
+            if d.code == "check-failed":
+                failed_checks.append(f"case {n}: {d}\n{text}")
+    assert not crashes, f"{len(crashes)} of {CASES} cases raised; first:\n{crashes[0]}"
+    assert not failed_checks, f"{len(failed_checks)} checks failed inside; first:\n{failed_checks[0]}"
+    # The mutations reach the checks, not only the YAML parser.
+    assert len(codes) >= 15, codes
