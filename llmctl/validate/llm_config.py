@@ -9,6 +9,8 @@ gen-config writes and a file validate accepts cannot disagree.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import difflib
 import os
 import re
 from pathlib import Path
@@ -49,7 +51,9 @@ def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path, local_node: bool
     ekd = ek if isinstance(ek, dict) else {}
     plan = None
     with sink.guard("model (TP, context, fit)", ("engine_kwargs",)):
-        plan = _check_model_rules(source, base_dir, gpu, cpu_only, ekd, tp, pp, mml, sink)
+        pgc = data.get("placement_group_config")
+        strategy = str(pgc.get("strategy", "PACK")) if isinstance(pgc, dict) else "PACK"
+        plan = _check_model_rules(source, base_dir, gpu, cpu_only, ekd, tp, pp, mml, sink, strategy)
     with sink.guard("deployment", ("deployment_config",)):
         check_deployment_config(data.get("deployment_config", {}), sink, hint=_scaling_hint(model_id, gpu, cpu_only, plan, mml, ekd))
     with sink.guard("replica placement", ("deployment_config",)):
@@ -137,6 +141,12 @@ def _check_engine_kwargs(ek: dict, sink: _Sink) -> tuple[int, int, Optional[int]
         if key not in specs:
             near = EA.suggest(key, specs)
             hint = f" (did you mean '{near}'?)" if near else ""
+            skew = _version_skew()
+            if skew and not (near and difflib.SequenceMatcher(None, key, near).ratio() >= 0.85):
+                # Not a near-miss of a known name, and the replicas run another vLLM: it may be an argument of that one.
+                sink.warn(loc, f"not an argument of {origin}{hint}; the replicas run {skew}, which llmctl cannot check here",
+                          code="unknown-engine-arg")
+                continue
             sink.add(loc, f"not a vLLM engine argument{hint} (checked against {origin})", code="unknown-engine-arg")
             continue
         if key in EA.RAY_OVERRIDES:
@@ -156,7 +166,16 @@ def _check_engine_kwargs(ek: dict, sink: _Sink) -> tuple[int, int, Optional[int]
     return max(tp, 1), max(pp, 1), mml
 
 
-def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp: int, pp: int, mml: Optional[int], sink: _Sink):
+def _version_skew() -> Optional[str]:
+    """"Ray's vllm==0.29.0" when the installed vLLM is not the one Ray pins."""
+    from llmctl.compat import check
+
+    vc = check()
+    return f"Ray's vllm{vc.pinned}" if vc.warning and vc.pinned else None
+
+
+def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp: int, pp: int, mml: Optional[int], sink: _Sink,
+                       strategy: str = "PACK"):
     """TP, context length and fit: the rules gen-config applies. Returns the
     sizing plan when there is one."""
     from llmctl import sizing
@@ -175,7 +194,20 @@ def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp
     if gpu is None and not cpu_only:
         gpu = GPUType("GPU", "GPU", 0.0, "-", 8, "unspecified GPU type")  # TP limit of a common 8-GPU node
     if gpu is not None and not sink.has(("engine_kwargs", "tensor_parallel_size")):
-        problem = tp_problem(arch, tp, pp, gpu)
+        node = gpu
+        if not gpu.is_cpu and tp * pp > gpu.gpus_per_node and strategy != "STRICT_PACK":
+            # Ray Serve LLM's placement group is PACK unless told otherwise: bundles may span nodes.
+            node = dataclasses.replace(gpu, gpus_per_node=tp * pp)
+            nodes = -(-tp * pp // gpu.gpus_per_node)
+            if tp <= gpu.gpus_per_node:
+                sink.add(("engine_kwargs", "pipeline_parallel_size"),
+                         f"TP {tp} x PP {pp} = {tp * pp} GPUs span at least {nodes} {gpu.name} nodes of {gpu.gpus_per_node}: "
+                         f"placement strategy {strategy} lets the pipeline stages go to other nodes", "note", code="multi-node")
+            else:
+                sink.warn(("engine_kwargs", "tensor_parallel_size"),
+                          f"TP {tp} is more than one {gpu.name} node's {gpu.gpus_per_node} GPUs: tensor parallelism across nodes "
+                          "is slow; prefer TP within a node and pipeline_parallel_size across nodes", code="multi-node")
+        problem = tp_problem(arch, tp, pp, node)
         if problem:
             sink.add(("engine_kwargs", "tensor_parallel_size"), problem, code="tp")
     if mml is not None and not os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN"):
