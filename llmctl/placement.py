@@ -25,15 +25,33 @@ from typing import Any, Optional
 
 ACC_PREFIX = "accelerator_type:"
 
+# The most engine workers (TP x PP) llmctl treats as a replica: no Ray cluster
+# places a larger placement group, and every loop over workers stops here, so
+# a typo such as ``tensor_parallel_size: 80000000`` is an error, never a hang.
+MAX_WORKERS = 4096
+
+
+def workers_problem(tp: int, pp: int = 1) -> Optional[str]:
+    """Why TP x PP is not a real worker count, or None."""
+    if tp * pp > MAX_WORKERS:
+        return f"TP {tp} x PP {pp} = {tp * pp} engine workers in one replica; llmctl checks replicas of at most {MAX_WORKERS}"
+    return None
+
 
 def _num(v: Any, default: float) -> float:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
 
 
+def _int(v: Any) -> int:
+    x = _num(v, 1.0)
+    return int(x) if math.isfinite(x) and abs(x) <= MAX_WORKERS * MAX_WORKERS else MAX_WORKERS + 1
+
+
 def replica_bundles(llm: dict) -> tuple[list[dict[str, float]], str]:
     """(bundles of one LLMServer replica, placement strategy) for an LLMConfig mapping."""
     ek = llm.get("engine_kwargs") if isinstance(llm.get("engine_kwargs"), dict) else {}
-    n = max(1, int(_num(ek.get("tensor_parallel_size"), 1))) * max(1, int(_num(ek.get("pipeline_parallel_size"), 1)))
+    n = max(1, _int(ek.get("tensor_parallel_size"))) * max(1, _int(ek.get("pipeline_parallel_size")))
+    n = min(n, MAX_WORKERS)  # beyond it validate reports workers_problem
     acc = llm.get("accelerator_type")
     hint = {f"{ACC_PREFIX}{acc}": 0.001} if isinstance(acc, str) and acc else {}
     pgc = llm.get("placement_group_config") if isinstance(llm.get("placement_group_config"), dict) else {}

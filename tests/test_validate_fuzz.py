@@ -15,6 +15,7 @@ import copy
 import os
 import random
 
+import pytest
 import yaml
 
 from llmctl.validate import validate_rendered
@@ -135,3 +136,20 @@ def test_validate_never_raises_on_mutated_configs(tmp_path):
     assert not failed_checks, f"{len(failed_checks)} checks failed inside; first:\n{failed_checks[0]}"
     # The mutations reach the checks, not only the YAML parser.
     assert len(codes) >= 15, codes
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("key", ["tensor_parallel_size", "pipeline_parallel_size"])
+def test_huge_parallel_sizes_are_one_error_not_a_hang(tmp_path, key):
+    """Case 6,5xx of the fuzz once enumerated TP sizes up to 2**70 (a hang
+    that ate CI's 90 minutes): a worker count no cluster places is an error."""
+    from llmctl.placement import MAX_WORKERS, replica_bundles
+
+    doc = copy.deepcopy(MODEL)
+    doc["engine_kwargs"][key] = 2**70
+    diags = validate_rendered([(str(tmp_path / "m.yaml"), yaml.safe_dump(doc), "model")])
+    errors = [d for d in diags if d.severity == "error" and d.code == "tp"]
+    assert len(errors) == 1, [str(d) for d in diags]
+    assert f"at most {MAX_WORKERS}" in str(errors[0])
+    bundles, _ = replica_bundles(doc)
+    assert len(bundles) == MAX_WORKERS

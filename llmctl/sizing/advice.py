@@ -31,6 +31,7 @@ from typing import Any, Optional
 
 from llmctl.catalog import ModelArch
 from llmctl.hardware import CPU_DEFAULT_MAX_MODEL_LEN, GPUType
+from llmctl.placement import MAX_WORKERS, workers_problem
 from llmctl.sizing.plan import Plan, plan
 from llmctl.sizing.params import tp_problem as model_tp_problem
 from llmctl.sizing.params import valid_tp_sizes as model_tp_sizes
@@ -45,6 +46,9 @@ def tp_problem_on_node(arch: Optional[ModelArch], gpu: GPUType, tp: int, pp: int
     type, or None: the node's GPU count, then vLLM's model rules."""
     if tp < 1 or pp < 1:
         return "tensor- and pipeline-parallel sizes must be at least 1"
+    too_many = workers_problem(tp, pp)
+    if too_many:
+        return too_many
     per_node = gpu.gpus_per_node
     if tp * pp > per_node:
         where = "a CPU-only replica runs one engine worker" if gpu.is_cpu else f"one {gpu.name} node has at most {per_node} GPUs"
@@ -62,7 +66,7 @@ def tp_problem_on_node(arch: Optional[ModelArch], gpu: GPUType, tp: int, pp: int
 def tp_sizes_on_node(arch: Optional[ModelArch], gpu: GPUType, pp: int = 1) -> list[int]:
     """Valid TP sizes for the model within one node (powers of two when the
     architecture is unknown)."""
-    limit = gpu.gpus_per_node // max(pp, 1)
+    limit = min(gpu.gpus_per_node, MAX_WORKERS) // max(pp, 1)
     if arch is None:
         return [t for t in range(1, limit + 1) if t & (t - 1) == 0]
     return model_tp_sizes(arch, limit)
