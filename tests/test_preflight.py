@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from llmctl import compat
 from llmctl.launch import preflight as P
 
 from helpers import make_model_dir
@@ -124,13 +125,71 @@ def l4_head(tmp_path_factory):
 def test_preflight_against_a_head_with_two_l4(l4_head, tmp_path, tp, mx, code, needle):
     home, state = l4_head
     serve = write_app(tmp_path, f"l4_{tp}_{mx}", "/l4", _gpu_llm(tp, 1, mx, source=str(make_model_dir(tmp_path / "m"))))
-    r = llmctl("check", serve, "--address", state.dashboard_url, env={"LLMCTL_HOME": str(home)})
+    r = llmctl("check", serve, "--address", state.dashboard_url, "--no-versions", env={"LLMCTL_HOME": str(home)})
     assert r.code == code, (r.out, r.err)
     assert needle in r.out + r.err
     data = llmctl("check", serve, "--address", state.dashboard_url, "--json", env={"LLMCTL_HOME": str(home)}).json()
     assert data["ok"] is (code == 0)
     (node,) = data["nodes"]
     assert node["total"]["GPU"] == 2 and node["total"]["accelerator_type:L4"] == 2
+    # The head runs this venv: the versions it reports are the ones installed here.
+    local = compat.check()
+    v = data["versions"]
+    assert (v["ray"], v["vllm"], v["ray_pins_vllm"]) == (local.ray, local.vllm, local.pinned)
+    assert (v["warning"] is None) is (local.warning is None)
+
+
+# --------------------------------------------------------------------------
+# the cluster's versions (issue 12: the version guard where it can be learned)
+
+
+def test_version_probe_reads_package_metadata_in_a_shell():
+    """The job's entrypoint, run here through /bin/sh as Ray runs it: what it prints is what this venv has."""
+    import subprocess
+    import sys
+
+    from llmctl.launch.versions import PROBE, parse
+
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    r = subprocess.run(["/bin/sh", "-c", PROBE], capture_output=True, text=True, env=env, timeout=60)
+    data = parse(r.stdout)
+    local = compat.check()
+    assert (data["ray"], data["vllm"]) == (local.ray, local.vllm)
+    assert compat.ray_vllm_pin(data["ray_requires"]) == compat.ray_vllm_pin()
+    with pytest.raises(Exception, match="printed no LLMCTL_VERSIONS line"):
+        parse("Traceback (most recent call last):\n  ...")
+
+
+@pytest.mark.parametrize("cluster_vllm,fragment", [("0.29.0", None), ("0.33.1", "replicas fail at import")])
+def test_version_guard_judges_a_clusters_ray_by_its_own_pin(cluster_vllm, fragment):
+    """A cluster's Ray is judged by the vllm requirement read on the cluster, not by the Ray installed here."""
+    requires = ['vllm[audio]==0.29.0; extra == "llm"']
+    c = compat.check(cluster_vllm, "2.60.0", requires)
+    assert c.pinned == "==0.29.0"
+    assert (c.warning is None) if fragment is None else (fragment in c.warning)
+    other = compat.check(cluster_vllm, "2.99.0", ['vllm==0.40.0; extra == "llm"'])
+    assert other.pinned == "==0.40.0" and "Ray 2.99.0" in other.warning
+
+
+@pytest.mark.cluster
+def test_up_learns_a_remote_clusters_versions_and_leaves_no_job(l4_head):
+    """What `up --address` says about a cluster llmctl did not start (the l4 head runs this venv)."""
+    from llmctl.launch.deploy import cluster_versions_step
+    from llmctl.launch.serve_api import ServeClient
+
+    _, state = l4_head
+    client = ServeClient(state.dashboard_url)
+    config = {"applications": [{"name": "pinned", "import_path": "ray.serve.llm:build_openai_app",
+                                "args": {"llm_configs": [{"model_loading_config": {"model_id": "m"},
+                                                          "runtime_env": {"pip": ["vllm==0.29.0"]}}]}}]}
+    step = cluster_versions_step(client, config)
+    local = compat.check()
+    if local.warning:
+        assert step.message.startswith(f"warning: on the cluster: vLLM {local.vllm} with Ray {local.ray}"), step.message
+    else:
+        assert step.message.startswith(f"cluster: Ray {local.ray}, vLLM {local.vllm}"), step.message
+    assert "pinned install their own packages (runtime_env)" in step.message
+    assert not [j for j in client._json("GET", "/api/jobs/") or [] if str(j.get("submission_id", "")).startswith("llmctl-versions")]
 
 
 def test_preflight_does_not_import_ray(tmp_path):

@@ -18,6 +18,7 @@ def check_cmd(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="A serve config (serve_*.yaml).", show_default=False)],
     address: AddressOpt = None,
     json_out: JsonOpt = False,
+    no_versions: Annotated[bool, typer.Option("--no-versions", help="Skip asking the cluster's head node which Ray and vLLM it runs (a Ray job of a few seconds).")] = False,
 ) -> None:
     """Check a serve config against the cluster's nodes and free resources before deploying. Exit 0 if it can start, 2 if not."""
     from llmctl.launch import preflight
@@ -27,9 +28,11 @@ def check_cmd(
 
     target = resolve_target(address)
     config = load_deployable(file, local_node=target.is_local)
-    res = preflight.check(config, ServeClient(target.dashboard_url))
+    client = ServeClient(target.dashboard_url)
+    res = preflight.check(config, client)
+    versions = None if no_versions else _versions(client, config)
     if json_out:
-        print_json(res.to_json())
+        print_json({**res.to_json(), **({"versions": versions} if versions is not None else {})})
     else:
         for d in res.demands:
             bundles = " + ".join("{" + ", ".join(f"{k}: {v:g}" for k, v in b.items()) + "}" for b in d.bundles)
@@ -37,7 +40,13 @@ def check_cmd(
         for n in res.nodes:
             have = ", ".join(f"{k} {n.free.get(k, 0):g}/{v:g}" for k, v in sorted(n.total.items()))
             out.print(f"node {n.ip}: free/total {have}", markup=False)
-        for w in res.warnings:
+        if versions is not None and versions.get("ray"):
+            out.print(f"cluster: Ray {versions['ray']}, vLLM {versions['vllm'] or 'not installed'} on the head node "
+                      f"({versions['seconds']:.1f}s)", markup=False)
+        warnings = list(res.warnings)
+        if versions is not None:
+            warnings += [w for w in (versions.get("warning"), versions.get("caveat")) if w]
+        for w in warnings:
             err.print(f"warning: {w}", markup=False, highlight=False)
         for e in res.errors:
             err.print(f"error: {e}", markup=False, highlight=False)
@@ -45,3 +54,16 @@ def check_cmd(
             out.print(f"OK: the cluster can start it (checked in {res.seconds:.2f}s); next: llmctl up {file}", markup=False)
     if not res.ok:
         raise typer.Exit(EXIT_USAGE)
+
+
+def _versions(client, config: dict) -> dict:
+    """The version guard on the cluster: what its head node runs, or why it is unknown."""
+    from llmctl.launch.versions import VersionsUnknown, learn
+
+    try:
+        v = learn(client, config=config).to_json()
+    except VersionsUnknown as e:
+        return {"ray": None, "vllm": None, "warning": f"could not learn the cluster's vLLM version: {e}"}
+    if v["warning"]:
+        v["warning"] = f"on the cluster: {v['warning']}"
+    return v

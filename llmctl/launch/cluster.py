@@ -305,6 +305,11 @@ def _ray_env() -> dict[str, str]:
         }
     )
     env.pop("RAY_ADDRESS", None)
+    # Ray jobs on this head run ``python`` from PATH: make it this Python (the
+    # one with Ray and vLLM), also when llmctl runs from an unactivated venv.
+    bindir = os.path.dirname(sys.executable)
+    if bindir and bindir not in env.get("PATH", "").split(os.pathsep):
+        env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
     return env
 
 

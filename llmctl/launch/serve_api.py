@@ -9,6 +9,8 @@ No ``import ray`` here: ``llmctl status`` is one HTTP GET (~15 ms) where
   (the state API) — to tell "waiting for resources the cluster does not have"
   from "starting slowly".
 - ``GET /api/v0/logs`` / ``/api/v0/logs/file`` — log files of a remote cluster.
+- ``POST/GET/DELETE /api/jobs/`` — a short job on the head node (the versions
+  of Ray and vLLM installed there, :mod:`llmctl.launch.versions`).
 
 Errors: nothing answering -> :class:`ClusterUnreachable` (exit 3); Ray
 rejecting a config -> :class:`DeployFailed` with Ray's own message.
@@ -174,6 +176,26 @@ class ServeClient:
                     yield chunk.decode(errors="replace")
         except httpx.TransportError as e:
             raise ClusterUnreachable(f"{self.url}: log stream failed ({_reason(e)})") from None
+
+
+    # -- jobs ------------------------------------------------------------------
+    def submit_job(self, entrypoint: str, submission_id: str) -> str:
+        """``POST /api/jobs/`` (entrypoint on the head node, no CPU reserved)."""
+        body = {"entrypoint": entrypoint, "submission_id": submission_id, "entrypoint_num_cpus": 0}
+        data = self._json("POST", "/api/jobs/", body)
+        return str((data or {}).get("submission_id") or submission_id)
+
+    def job(self, submission_id: str) -> dict:
+        return self._json("GET", f"/api/jobs/{urllib.parse.quote(submission_id)}") or {}
+
+    def job_logs(self, submission_id: str) -> str:
+        return str((self._json("GET", f"/api/jobs/{urllib.parse.quote(submission_id)}/logs") or {}).get("logs") or "")
+
+    def stop_job(self, submission_id: str) -> None:
+        self._request("POST", f"/api/jobs/{urllib.parse.quote(submission_id)}/stop")
+
+    def delete_job(self, submission_id: str) -> None:
+        self._request("DELETE", f"/api/jobs/{urllib.parse.quote(submission_id)}")
 
 
 def _reason(e: Exception) -> str:
