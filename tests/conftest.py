@@ -27,6 +27,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.pop("RAY_ADDRESS", None)  # tests choose their cluster explicitly
+# Rich sizes tables to the terminal; under pytest-xdist (make test-fast) a
+# worker has none. One width for every runner keeps table output comparable.
+os.environ["COLUMNS"] = "200"
 
 
 @pytest.fixture(autouse=True)
