@@ -174,7 +174,7 @@ def test_version_guard_judges_a_clusters_ray_by_its_own_pin(cluster_vllm, fragme
 @pytest.mark.cluster
 def test_up_learns_a_remote_clusters_versions_and_leaves_no_job(l4_head):
     """What `up --address` says about a cluster llmctl did not start (the l4 head runs this venv)."""
-    from llmctl.launch.deploy import cluster_versions_step
+    from llmctl.launch.deploy import cluster_versions_steps
     from llmctl.launch.serve_api import ServeClient
 
     _, state = l4_head
@@ -182,13 +182,12 @@ def test_up_learns_a_remote_clusters_versions_and_leaves_no_job(l4_head):
     config = {"applications": [{"name": "pinned", "import_path": "ray.serve.llm:build_openai_app",
                                 "args": {"llm_configs": [{"model_loading_config": {"model_id": "m"},
                                                           "runtime_env": {"pip": ["vllm==0.29.0"]}}]}}]}
-    step = cluster_versions_step(client, config)
+    steps = [s.message for s in cluster_versions_steps(client, config)]
     local = compat.check()
+    assert steps[0].startswith(f"cluster: Ray {local.ray}, vLLM {local.vllm} on the head node"), steps
     if local.warning:
-        assert step.message.startswith(f"warning: on the cluster: vLLM {local.vllm} with Ray {local.ray}"), step.message
-    else:
-        assert step.message.startswith(f"cluster: Ray {local.ray}, vLLM {local.vllm}"), step.message
-    assert "pinned install their own packages (runtime_env)" in step.message
+        assert steps[1].startswith(f"warning: on the cluster: vLLM {local.vllm} with Ray {local.ray}"), steps
+    assert steps[-1].startswith("warning: pinned install their own packages (runtime_env)"), steps
     assert not [j for j in client._json("GET", "/api/jobs/") or [] if str(j.get("submission_id", "")).startswith("llmctl-versions")]
 
 

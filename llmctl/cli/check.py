@@ -24,15 +24,16 @@ def check_cmd(
     from llmctl.launch import preflight
     from llmctl.launch.address import resolve_target
     from llmctl.launch.serve_api import ServeClient
+    from llmctl.launch.versions import report
     from llmctl.validate import load_deployable
 
     target = resolve_target(address)
     config = load_deployable(file, local_node=target.is_local)
     client = ServeClient(target.dashboard_url)
     res = preflight.check(config, client)
-    versions = None if no_versions else _versions(client, config)
+    versions = None if no_versions else report(client, config)
     if json_out:
-        print_json({**res.to_json(), **({"versions": versions} if versions is not None else {})})
+        print_json({**res.to_json(), **({"versions": versions.data} if versions is not None else {})})
     else:
         for d in res.demands:
             bundles = " + ".join("{" + ", ".join(f"{k}: {v:g}" for k, v in b.items()) + "}" for b in d.bundles)
@@ -40,13 +41,9 @@ def check_cmd(
         for n in res.nodes:
             have = ", ".join(f"{k} {n.free.get(k, 0):g}/{v:g}" for k, v in sorted(n.total.items()))
             out.print(f"node {n.ip}: free/total {have}", markup=False)
-        if versions is not None and versions.get("ray"):
-            out.print(f"cluster: Ray {versions['ray']}, vLLM {versions['vllm'] or 'not installed'} on the head node "
-                      f"({versions['seconds']:.1f}s)", markup=False)
-        warnings = list(res.warnings)
-        if versions is not None:
-            warnings += [w for w in (versions.get("warning"), versions.get("caveat")) if w]
-        for w in warnings:
+        if versions is not None and versions.info:
+            out.print(versions.info, markup=False)
+        for w in res.warnings + (versions.warnings if versions is not None else []):
             err.print(f"warning: {w}", markup=False, highlight=False)
         for e in res.errors:
             err.print(f"error: {e}", markup=False, highlight=False)
@@ -55,15 +52,3 @@ def check_cmd(
     if not res.ok:
         raise typer.Exit(EXIT_USAGE)
 
-
-def _versions(client, config: dict) -> dict:
-    """The version guard on the cluster: what its head node runs, or why it is unknown."""
-    from llmctl.launch.versions import VersionsUnknown, learn
-
-    try:
-        v = learn(client, config=config).to_json()
-    except VersionsUnknown as e:
-        return {"ray": None, "vllm": None, "warning": f"could not learn the cluster's vLLM version: {e}"}
-    if v["warning"]:
-        v["warning"] = f"on the cluster: {v['warning']}"
-    return v

@@ -208,17 +208,12 @@ def connect(address: str | None, *, start: bool = False, num_cpus: int | None = 
     return ServeClient(target.dashboard_url), target, started
 
 
-def cluster_versions_step(client: ServeClient, config: dict) -> Step:
+def cluster_versions_steps(client: ServeClient, config: dict) -> list[Step]:
     """The Ray and vLLM on the cluster's head node, with the version guard's verdict."""
-    from llmctl.launch.versions import VersionsUnknown, learn
+    from llmctl.launch.versions import report
 
-    try:
-        v = learn(client, config=config)
-    except VersionsUnknown as e:
-        return Step(f"warning: could not learn the cluster's vLLM version: {e}")
-    if v.warning:
-        return Step(f"warning: on the cluster: {v.warning}" + (f"; {v.caveat}" if v.caveat else ""))
-    return Step(f"cluster: Ray {v.ray}, vLLM {v.vllm} on the head node ({v.seconds:.1f}s)" + (f"; {v.caveat}" if v.caveat else ""))
+    r = report(client, config)
+    return ([Step(r.info)] if r.info else []) + [Step(f"warning: {w}") for w in r.warnings]
 
 
 def up(
@@ -264,7 +259,7 @@ def up(
             raise PreflightFailed("\n".join(pf.errors) + "\nnothing was deployed (`llmctl check` repeats this; --no-preflight skips it)")
         yield Step(f"preflight: the cluster can hold it ({len(pf.nodes)} node(s), {pf.seconds:.2f}s)")
         if target.local is None:  # a cluster llmctl did not start: its replicas run the vLLM installed there
-            yield cluster_versions_step(client, prepared.config)
+            yield from cluster_versions_steps(client, prepared.config)
     current = client.status()
     payload = compose(prepared, current, target.local)
     # Ray does not retry a failed app whose config did not change: remove it first.

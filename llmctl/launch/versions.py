@@ -109,6 +109,10 @@ def learn(client: ServeClient, *, config: Optional[dict] = None, timeout: float 
             raise VersionsUnknown(f"the version probe ended {status.get('status')}: {(status.get('message') or logs).strip()[-300:]}")
         data = parse(logs)
         seconds = time.monotonic() - t0
+    except VersionsUnknown:
+        raise
+    except LlmctlError as e:  # the dashboard failed mid-way: the probe is advice, not a verdict
+        raise VersionsUnknown(f"the version probe failed ({e})") from None
     finally:
         _cleanup(client, sid)
     if not data.get("ray"):
@@ -142,3 +146,24 @@ def _cleanup(client: ServeClient, sid: str) -> None:
         client.delete_job(sid)
     except LlmctlError:
         pass  # best effort: a finished job left in the dashboard's list harms nothing
+
+
+@dataclass(frozen=True)
+class Report:
+    """What ``check`` and ``up`` say about the cluster's versions (one wording for both)."""
+
+    info: Optional[str]  # "cluster: Ray …, vLLM … on the head node (…s)"
+    warnings: list[str]
+    data: dict[str, Any]  # for --json
+
+
+def report(client: ServeClient, config: Optional[dict] = None) -> Report:
+    try:
+        v = learn(client, config=config)
+    except VersionsUnknown as e:
+        msg = f"could not learn the cluster's vLLM version: {e}"
+        return Report(None, [msg], {"ray": None, "vllm": None, "warning": msg})
+    warnings = [f"on the cluster: {v.warning}"] if v.warning else []
+    warnings += [v.caveat] if v.caveat else []
+    data = {**v.to_json(), "warning": warnings[0] if v.warning else None}
+    return Report(f"cluster: Ray {v.ray}, vLLM {v.vllm or 'not installed'} on the head node ({v.seconds:.1f}s)", warnings, data)
