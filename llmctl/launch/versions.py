@@ -87,8 +87,8 @@ def _runtime_env_caveat(config: Optional[dict]) -> Optional[str]:
     return None
 
 
-def learn(client: ServeClient, *, config: Optional[dict] = None, timeout: float = 90.0) -> ClusterVersions:
-    """Ask the head node; raises VersionsUnknown (or ClusterUnreachable)."""
+def learn(client: ServeClient, *, config: Optional[dict] = None, timeout: float = 30.0) -> ClusterVersions:
+    """Ask the head node; raises VersionsUnknown when it does not say (the probe is advice: never an error)."""
     t0 = time.monotonic()
     sid = f"llmctl-versions-{uuid.uuid4().hex[:12]}"
     try:
@@ -120,7 +120,8 @@ def learn(client: ServeClient, *, config: Optional[dict] = None, timeout: float 
     requires = [str(r) for r in data.get("ray_requires") or []]
     vc = compat.check(data.get("vllm"), data.get("ray"), requires)
     if not data.get("vllm"):
-        warning = f"the cluster's head node has Ray {data['ray']} but no vLLM: Ray Serve LLM replicas there cannot start"
+        warning = (f"the cluster's head node has Ray {data['ray']} but no vLLM: nodes running the same image cannot start "
+                   "Ray Serve LLM replicas")
     else:
         warning = vc.warning
     return ClusterVersions(data.get("ray"), data.get("vllm"), vc.pinned, warning, seconds,
