@@ -8,6 +8,7 @@ vLLM CPU engines; waits poll with deadlines."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 
@@ -81,7 +82,11 @@ def test_bench_counts_errors_without_crashing(scale_app, cluster_home):
 
 def test_bench_ctrl_c_prints_the_summary_so_far(scale_app, cluster_home):
     p = Proc([sys.executable, "-m", "llmctl", "bench", "scale_app", "--duration", "120", "--concurrency", "2", "--max-tokens", "16"])
-    p.wait_for("done ", stream="err")  # a progress line: requests are flowing
+    # A progress line with a finished request (the first line comes before any).
+    deadline = time.monotonic() + 120
+    while not re.search(r"done [1-9]", p.text("err")) and time.monotonic() < deadline:
+        assert p.p.poll() is None, p.text("err")
+        time.sleep(0.2)
     r = p.interrupt()
     assert r.code == 0, r.err
     assert "interrupted" in r.out and "requests done / failed" in r.out

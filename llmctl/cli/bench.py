@@ -3,7 +3,8 @@
 Live view on stderr (a table in a terminal, a line every few seconds
 otherwise), the summary on stdout, `--json` for scripts. Exit 0 when at least
 one request succeeded (Ctrl-C ends the run early and still prints the
-summary), 1 when every request failed, 2 for bad flags, 3 with no cluster.
+summary), 1 when every request failed, 2 for bad flags, 3 with no cluster,
+130 when Ctrl-C came before any request finished.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing_extensions import Annotated
 from llmctl.cli import app
 from llmctl.cli.console import err, out, print_json
 from llmctl.cli.options import AddressOpt, JsonOpt
-from llmctl.errors import EXIT_FAILED
+from llmctl.errors import EXIT_FAILED, EXIT_INTERRUPTED
 
 
 def _ms(v: Optional[float]) -> str:
@@ -123,4 +124,5 @@ def bench_cmd(
         for e, n in res.errors().items():
             err.print(f"warning: {n} request(s) failed: {e}", markup=False)
     if res.done == 0:
-        raise typer.Exit(EXIT_FAILED)
+        # Ctrl-C before any request finished measured nothing but broke nothing either.
+        raise typer.Exit(EXIT_INTERRUPTED if res.interrupted and res.failed == 0 else EXIT_FAILED)

@@ -41,8 +41,33 @@ def _check_doc(doc: _Doc, results: list[Diagnostic], base_dir: Path, *, kind: Op
     return model_id
 
 
+def check_embedded(doc: _Doc, results: list[Diagnostic]) -> None:
+    """Every serve-config check on a serve config embedded in another file (a
+    RayService's serveConfigV2): it runs on the cluster, and its llm_configs
+    must be inline (a file path is reported by the caller)."""
+    _check_doc(doc, results, Path.cwd(), kind=None, local_node=False,
+               check_model_file=lambda target: None, model_file_exists=lambda target: False)
+
+
+def _as_manifest(path: Path) -> Optional[list[Diagnostic]]:
+    """Diagnostics of a Kubernetes manifest file (RayService), or None when the
+    file is not one (then the serve/model config checks read it)."""
+    from llmctl.kuberay.validate import manifest_nodes, validate_manifest
+
+    try:
+        nodes = manifest_nodes(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None  # _read_doc reports it
+    if nodes is None:
+        return None
+    return validate_manifest(str(path), nodes, check_doc=check_embedded)
+
+
 def _validate_file(path: Path, results: list[Diagnostic], kind: Optional[str] = None, local_node: bool = True,
                    working_dir: Optional[Path] = None) -> Optional[str]:
+    if kind is None and path_probe(path, "is_file") and (manifest := _as_manifest(path)) is not None:
+        results.extend(manifest)
+        return None
     doc = _read_doc(path, results)
     if doc is None:
         return None

@@ -1,0 +1,1 @@
+"""KubeRay RayService: manifests from a serve config, validated offline (issue 10)."""
