@@ -36,6 +36,7 @@ class Generated:
     documents: list[Rendered]
     diagnostics: list = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
+    manifest: Optional[Rendered] = None  # rayservice_<ts>.yaml (with_kuberay)
 
     @property
     def serve_file(self) -> Path:
@@ -86,8 +87,29 @@ def build(spec: DeploymentSpec, output_dir: Path | str = ".", *, force: bool = F
 
 def write(gen: Generated, *, force: bool = False) -> Generated:
     """Write every document atomically, never over an existing file unless ``force``."""
-    gen.written = write_all(gen.documents, force=force)
+    gen.written = write_all(gen.documents + ([gen.manifest] if gen.manifest is not None else []), force=force)
     return gen
+
+
+def with_kuberay(gen: Generated, opts) -> tuple[Generated, list[str]]:
+    """Add the KubeRay RayService (rayservice_<ts>.yaml next to the serve file)
+    for the generated documents, model configs inlined; nothing is written.
+    ``opts`` is a :class:`llmctl.kuberay.manifest.KubeOptions`. Returns the
+    notes the user should read."""
+    import copy
+
+    from llmctl.kuberay.manifest import build as build_manifest, default_output
+    from llmctl.validate.builders import app_llm_configs, set_in
+
+    by_path = {str(d.path): d.data for d in gen.documents[:-1]}
+    serve = copy.deepcopy(gen.documents[-1].data)
+    for app in serve.get("applications") or []:
+        for slot, entry in list(app_llm_configs(app)):
+            if isinstance(entry, str) and entry in by_path:
+                set_in(app, slot, copy.deepcopy(by_path[entry]))
+    m = build_manifest(serve, gen.serve_file.name, opts)
+    gen.manifest = Rendered(default_output(gen.serve_file), m.text, m.data)
+    return gen, m.notes
 
 
 def _listed(value: PerModel) -> list:
@@ -147,6 +169,7 @@ def generate(
     output_dir: Path | str = ".",
     write_files: bool = True,
     force: bool = False,
+    kuberay=None,
 ) -> Generated:
     """Generate Ray Serve LLM configs, as ``llmctl gen-config --yes`` does.
 
@@ -160,6 +183,9 @@ def generate(
     written when ``write_files``). Raises :class:`~llmctl.errors.LlmctlError`
     subclasses: UsageError / MissingAnswerError for bad or missing values,
     DoesNotFit, ValidationFailed, OutputExists.
+
+    ``kuberay``: a :class:`llmctl.kuberay.manifest.KubeOptions` to also write
+    the KubeRay RayService (``Generated.manifest``).
     """
     flags = Flags(
         models=_listed(model), model_ids=_listed(model_id), gpus=_listed(gpu), tps=_listed(tp), pps=_listed(pp),
@@ -177,6 +203,8 @@ def generate(
     )
     spec = collect(Session(interactive=False, assume_yes=True), flags)
     gen = build(spec, output_dir, force=force)
+    if kuberay is not None:
+        gen, _ = with_kuberay(gen, kuberay)
     return write(gen, force=force) if write_files else gen
 
 

@@ -11,7 +11,8 @@ from typing_extensions import Annotated
 
 from llmctl.cli import app
 from llmctl.cli.console import err, out, warn
-from llmctl.cli.options import GPU_HELP, ForceOpt, Multi, OutputDirOpt, YesOpt, complete_gpu, complete_model
+from llmctl.cli.options import (GPU_HELP, ForceOpt, GpusPerNodeOpt, HfSecretOpt, ImageOpt, Multi, NodeSelectorOpt,
+                                OutputDirOpt, UpgradeStrategyOpt, YesOpt, complete_gpu, complete_model)
 
 
 @app.command("gen-config")
@@ -49,6 +50,12 @@ def gen_config_cmd(
     route_prefix: Annotated[Optional[str], typer.Option("--route-prefix", metavar="PREFIX", help="HTTP route prefix (default /).")] = None,
     http_host: Annotated[Optional[str], typer.Option("--http-host", metavar="HOST", help="Serve HTTP host in the serve file (default 127.0.0.1).")] = None,
     http_port: Annotated[Optional[int], typer.Option("--http-port", metavar="PORT", min=1, max=65535, help="Serve HTTP port in the serve file (default 8000).")] = None,
+    kuberay: Annotated[bool, typer.Option("--kuberay", help="Also write rayservice_<timestamp>.yaml: a KubeRay RayService of the same app (see llmctl kuberay).")] = False,
+    hf_secret: HfSecretOpt = None,
+    gpus_per_node: GpusPerNodeOpt = None,
+    node_selector: NodeSelectorOpt = "none",
+    image: ImageOpt = None,
+    upgrade_strategy: UpgradeStrategyOpt = "NewCluster",
     output_dir: OutputDirOpt = Path("."),
     yes: YesOpt = False,
     force: ForceOpt = False,
@@ -80,6 +87,16 @@ def gen_config_cmd(
         raise UsageError(f"--model-id given {len(flags.model_ids)} times for {len(flags.models)} models; give it once per --model")
     spec = collect(Session(interactive=interactive, assume_yes=yes), flags)
     gen = G.build(spec, output_dir, force=force)
+    kube_notes: list[str] = []
+    if kuberay:
+        from llmctl.kuberay.manifest import KubeOptions
+
+        gen, kube_notes = G.with_kuberay(gen, KubeOptions(gpus_per_node=gpus_per_node or [], node_selector=node_selector,
+                                                          hf_secret=hf_secret, image=image,
+                                                          upgrade_strategy=upgrade_strategy))
+    elif hf_secret or gpus_per_node or image or node_selector != "none" or upgrade_strategy != "NewCluster":
+        raise UsageError("--hf-secret, --gpus-per-node, --node-selector, --image and --upgrade-strategy shape the "
+                         "KubeRay manifest: add --kuberay")
     for m in spec.models:
         problem = G.fit_problem(m)
         if problem:
@@ -87,7 +104,7 @@ def gen_config_cmd(
     asked = interactive and not yes
     if asked:
         _summary(spec)
-        if not ask_confirm(f"Write {len(gen.documents)} files to {output_dir.resolve()}?", True):
+        if not ask_confirm(f"Write {len(gen.documents) + (gen.manifest is not None)} files to {output_dir.resolve()}?", True):
             err.print("Nothing written.")
             raise typer.Exit(1)
     G.write(gen, force=force)
@@ -96,6 +113,8 @@ def gen_config_cmd(
     for d in gen.diagnostics:
         if not d.is_error:
             err.print(str(d), markup=False, highlight=False)
+    for note in kube_notes:
+        err.print(f"note: {note}", markup=False, highlight=False)
     out.print("Wrote:")
     for p in gen.written:
         out.print(f"  {p}", markup=False)
@@ -104,6 +123,8 @@ def gen_config_cmd(
     out.print(f"  llmctl validate {_q(serve)}", markup=False)
     out.print(f"  llmctl up {_q(serve)}", markup=False)
     out.print(f"  (or with Ray's CLI: serve run {_q(serve)})", markup=False)
+    if gen.manifest is not None:
+        out.print(f"  kubectl apply -f {_q(gen.manifest.path)}   # Kubernetes (KubeRay)", markup=False)
 
 
 def _q(p: Path) -> str:

@@ -50,3 +50,19 @@ GpuOpt = Annotated[
 ]
 # Repeatable per-model options of gen-config: once for every model, or once per --model.
 Multi = Optional[List[str]]
+
+# KubeRay manifest options (llmctl kuberay, gen-config --kuberay).
+GpusPerNodeOpt = Annotated[Optional[List[str]], typer.Option(
+    "--gpus-per-node", metavar="N|GPU=N",
+    help="GPUs per worker pod (the node size), for every GPU type or one (L4=4); default: the largest TP x PP of its models.")]
+NodeSelectorOpt = Annotated[str, typer.Option(
+    "--node-selector", metavar="STYLE",
+    help="Node label that picks the GPU type: gke (cloud.google.com/gke-accelerator), nvidia (nvidia.com/gpu.product, GPU feature discovery) or none.")]
+HfSecretOpt = Annotated[Optional[str], typer.Option(
+    "--hf-secret", metavar="NAME:KEY",
+    help="Kubernetes Secret (and key) holding the Hugging Face token, set as HF_TOKEN on every pod. Never the token.")]
+ImageOpt = Annotated[Optional[str], typer.Option(
+    "--image", metavar="IMAGE", help="Container image (default rayproject/ray-llm:<Ray version>-py311-cu128).")]
+UpgradeStrategyOpt = Annotated[str, typer.Option(
+    "--upgrade-strategy", metavar="TYPE",
+    help="NewCluster (zero-downtime: a second cluster's worth of GPUs during upgrades) or None (in place).")]
