@@ -104,7 +104,7 @@ def operator_rules(obj: dict, add: Add) -> None:
             if isinstance(e, dict) and isinstance(e.get("name"), str) and _SECRET_ENV.search(e["name"]) \
                     and isinstance(e.get("value"), str) and e["value"] and not e["value"].startswith("$("):
                 add(loc + ("env", j, "value"), f"{e['name']} holds a literal value: anyone who can read the RayService reads "
-                                               "it; use valueFrom.secretKeyRef (a Kubernetes Secret)", code="secret-literal")
+                                               "it; use valueFrom.secretKeyRef (a Kubernetes Secret)", code="literal-token")
 
 
 def _containers(group: dict) -> list[dict]:
@@ -166,6 +166,7 @@ def gpu_arithmetic(obj: dict, serve: dict, add: Add, add_serve: Add) -> None:
     llm_slots = [(("applications", i) + slot, c) for i, app in enumerate(serve.get("applications") or [])
                  for slot, c in app_llm_configs(app) if isinstance(c, dict)]
     wanted = {str(c.get("accelerator_type")) for _, c in llm_slots if isinstance(c.get("accelerator_type"), str)}
+    unknown = _infer_types(gpu_groups, wanted)
     llm_demands = [d for d in ds if d.deployment.startswith("LLMServer:")]
     broken = False
     for (loc, llm), d in zip(llm_slots, llm_demands):
@@ -188,6 +189,8 @@ def gpu_arithmetic(obj: dict, serve: dict, add: Add, add_serve: Add) -> None:
             add_serve(loc + ("accelerator_type",), f"{acc}: no worker group runs on {acc} nodes: {sel}", code="k8s-accelerator")
             broken = True
             continue
+        known = [g for g in fit if g.selected is not None or (acc and ACC_PREFIX + acc in g.declared)]
+        fit = known or fit  # groups whose GPU type is unknown are candidates only when no group names it
         for g in fit:
             if acc in UNDETECTED and ACC_PREFIX + acc not in g.declared:
                 add(_gloc(g, "rayStartParams"), f"{mid} asks for accelerator_type {acc}, which Ray never detects (a node gets "
@@ -198,18 +201,21 @@ def gpu_arithmetic(obj: dict, serve: dict, add: Add, add_serve: Add) -> None:
                 add(_gloc(g, "minReplicas"), f"0 pods at rest: the autoscaler cannot scale {g.name} up from zero for "
                                              f"accelerator_type {acc} unless rayStartParams.resources declares it (kuberay#863)",
                     "warning", code="k8s-accelerator")
+        holds = [g for g in fit if int(g.gpus or 0) >= tp and int(g.gpus or 0) % tp == 0]
+        if not holds:
+            g = fit[0]
             G = int(g.gpus or 0)
+            where = _gloc(g, "template", "spec", "containers", 0, "resources", "limits")
             if G < tp:
-                add(_gloc(g, "template", "spec", "containers", 0, "resources", "limits"),
-                    f"{G} GPU(s) per pod ({g.gpu_from}) but {mid} runs tensor parallel over {tp} GPUs, which must share a pod "
-                    f"(set {tp * max(1, -(-G // tp))} or more, a multiple of {tp})", code="k8s-gpus")
-                broken = True
-            elif G % tp:
-                add(_gloc(g, "template", "spec", "containers", 0, "resources", "limits"),
-                    f"{G} GPUs per pod ({g.gpu_from}) is not a multiple of {mid}'s TP {tp}: "
-                    f"{G % tp} GPU(s) per pod idle or a replica split across pods", code="k8s-gpus")
-                broken = True
-            elif pp > 1 and G % gpu_n and gpu_n % G:
+                add(where, f"{G} GPU(s) per pod ({g.gpu_from}) but {mid} runs tensor parallel over {tp} GPUs, which must share "
+                           f"a pod (set {tp * max(1, -(-G // tp))} or more, a multiple of {tp})", code="k8s-gpus")
+            else:
+                add(where, f"{G} GPUs per pod ({g.gpu_from}) is not a multiple of {mid}'s TP {tp}: "
+                           f"{G % tp} GPU(s) per pod idle or a replica split across pods", code="k8s-gpus")
+            broken = True
+        for g in holds:
+            G = int(g.gpus or 0)
+            if pp > 1 and G % gpu_n and gpu_n % G:
                 add(_gloc(g, "template", "spec", "containers", 0, "resources", "limits"),
                     f"{G} GPUs per pod vs {mid}'s TP {tp} x PP {pp} = {gpu_n}: pipeline stages land unevenly on pods",
                     "warning", code="k8s-gpus")
@@ -219,7 +225,35 @@ def gpu_arithmetic(obj: dict, serve: dict, add: Add, add_serve: Add) -> None:
                     "warning", code="k8s-shm")
     if broken or not gpu_groups:
         return
+    if unknown:
+        add(_gloc(unknown[0]), f"no nodeSelector or declared accelerator_type says which GPU {unknown[0].name} has, so "
+                               "llmctl cannot tell which models its pods hold; worker capacity not checked", "note",
+            code="k8s-capacity")
+        return
     _capacity(grps, ds, llm_slots, llm_demands, wanted, rc, add_serve, place, place_replica)
+
+
+def _infer_types(gpu_groups: list[Group], wanted: set[str]) -> list[Group]:
+    """Give a group without a node selector or declared type the GPU type it
+    must have: the only one the models want, or the one its name spells
+    (llmctl names groups gpu-<type>). Returns the groups left unknown."""
+    fams = {family(t) for t in wanted}
+    left = []
+    for g in gpu_groups:
+        if g.selected is not None:
+            continue
+        declared = [k[len(ACC_PREFIX):] for k in g.declared if k.startswith(ACC_PREFIX)]
+        if declared:
+            g.selected, g.selector = family(declared[0]), f"declares {ACC_PREFIX}{declared[0]}"
+            continue
+        named = {family(t) for t in wanted if t.lower() in re.split(r"[^a-z0-9-]+", g.name.lower())
+                 or family(t).lower() in re.split(r"[^a-z0-9]+", g.name.lower())}
+        if len(fams) == 1 or len(named) == 1:
+            g.selected = next(iter(fams)) if len(fams) == 1 else next(iter(named))
+            g.selector = "no selector; the only type wanted" if len(fams) == 1 else "no selector; from its name"
+        elif len(fams) > 1:
+            left.append(g)
+    return left
 
 
 def _head_pool(rc: dict) -> dict[str, float]:

@@ -4,6 +4,7 @@ back and compared with the data before it is returned."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Optional
 
 import yaml
@@ -42,7 +43,7 @@ def _group(gr: dict, image: str, env: list[dict], autoscaling: bool) -> tuple[di
         params["resources"] = nodes.resources_param({f"accelerator_type:{acc}": 1})
     container: dict[str, Any] = {"name": "ray-worker", "image": image}
     if env:
-        container["env"] = env
+        container["env"] = copy.deepcopy(env)
     cpu, memory = str(max(4, 4 * g)), _worker_memory(acc, g)
     container["resources"] = {"limits": {"cpu": cpu, "memory": memory, nodes.GPU_RESOURCE: str(g)},
                               "requests": {"cpu": cpu, "memory": memory, nodes.GPU_RESOURCE: str(g)}}
@@ -91,7 +92,7 @@ def render(*, name: str, serve: dict, serve_path: str, groups: list[dict], autos
         "resources": {"limits": {"cpu": HEAD_CPU, "memory": HEAD_MEMORY}, "requests": {"cpu": HEAD_CPU, "memory": HEAD_MEMORY}},
     }
     if env:
-        head_container["env"] = env
+        head_container["env"] = copy.deepcopy(env)
     head = {"rayStartParams": {"num-cpus": "0", "num-gpus": "0", "dashboard-host": "0.0.0.0"},
             "template": {"spec": {"containers": [head_container]}}}
     workers = [_group(gr, image, env, autoscaling) for gr in groups]

@@ -37,7 +37,12 @@ def validate_manifest(path: str, nodes: list[Any], *, check_doc) -> list[Diagnos
     results)`` runs the serve-config checks on the embedded serveConfigV2."""
     out: list[Diagnostic] = []
     for node in nodes:
-        doc = _Doc(path, node=node)
+        try:
+            doc = _Doc(path, node=node)
+        except yaml.YAMLError as e:
+            out.append(Diagnostic(path, node.start_mark.line + 1, "", f"malformed YAML: {getattr(e, 'problem', None) or e}",
+                                  code="yaml"))
+            continue
         sink = _Sink(doc)
         if not isinstance(doc.data, dict):
             sink.add((), "expected a mapping (a Kubernetes object)", code="not-a-config")
