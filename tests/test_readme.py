@@ -60,3 +60,24 @@ def test_readme_python_api_example_runs(tmp_path, monkeypatch):
     gen = namespace["gen"]
     assert gen.serve_file.is_file() and gen.serve_file.parent == tmp_path / "configs"
     assert namespace["best"]["tp"] == gen.spec.models[0].tp
+
+
+def test_readme_kuberay_example_is_what_llmctl_writes(capsys, tmp_path, monkeypatch):
+    block = README.split("## Kubernetes (KubeRay)", 1)[1]
+    gen = [c for c in _commands("gen-config") if "--kuberay" in c]
+    assert len(gen) == 1
+    monkeypatch.chdir(tmp_path)
+    r = run_cli(capsys, *gen[0])
+    assert r.code == 0, r.err
+    (manifest,) = tmp_path.glob("rayservice_*.yaml")
+    text = manifest.read_text()
+    excerpt = block.split("```yaml", 1)[1].split("```", 1)[0]
+    lines = [ln for ln in excerpt.splitlines() if ln.strip()]
+    assert len(lines) > 8 and all(ln in text.splitlines() for ln in lines), [ln for ln in lines if ln not in text.splitlines()]
+    (serve,) = tmp_path.glob("serve_*.yaml")
+    (conv,) = _commands("kuberay")
+    conv = [serve.name if a.startswith("serve_") else a for a in conv]
+    r = run_cli(capsys, *conv)
+    assert r.code == 0, r.err
+    r = run_cli(capsys, "validate", manifest.name, "rayservice.yaml")
+    assert r.code == 0 and "OK: 2 files valid" in r.out, r.err

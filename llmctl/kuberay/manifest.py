@@ -150,7 +150,7 @@ def _group_gpus(ms: list[_Model], acc: str, default: Optional[int], per_type: di
     given = per_type.get(acc, default)
     if given is None:
         g = math.lcm(*[m.gpus for m in ms])
-        return g, (f"TP x PP of {ms[0].model_id} ({ms[0].tp} x {ms[0].pp})" if len(ms) == 1
+        return g, (f"{ms[0].model_id}'s TP x PP" if len(ms) == 1
                    else "the least common multiple of the models' TP x PP")
     for m in ms:
         if given < m.tp or given % m.tp:
