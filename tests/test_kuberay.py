@@ -8,7 +8,6 @@ import copy
 import json
 import math
 import re
-from pathlib import Path
 
 import jsonschema
 import pytest

@@ -18,7 +18,7 @@ fit the pods the worker groups can reach.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from llmctl.kuberay.nodes import UNDETECTED, Group, family, read_group
 from llmctl.kuberay.schema import dns1035_problem

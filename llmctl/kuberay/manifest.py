@@ -26,7 +26,7 @@ import yaml
 
 from llmctl.errors import UsageError, ValidationFailed
 from llmctl.kuberay import nodes
-from llmctl.kuberay.checks import NAME_MAX, TIMEOUT_ANNOTATION, UPGRADE_TYPES
+from llmctl.kuberay.checks import NAME_MAX, UPGRADE_TYPES
 from llmctl.sources import looks_local_path
 
 TOKEN_ENVS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")

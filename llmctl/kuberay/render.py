@@ -114,7 +114,7 @@ def render(*, name: str, serve: dict, serve_path: str, groups: list[dict], autos
         "apiVersion: ray.io/v1",
         "kind: RayService",
         "metadata:",
-        f"  # From the app name (or --name): a DNS-1035 label of at most 47 characters (kuberay#4045).",
+        "  # From the app name (or --name): a DNS-1035 label of at most 47 characters (kuberay#4045).",
         f"  name: {_yaml_inline(name)}",
         "  annotations:",
         "    # A pod that never starts (bad image, no GPU node) fails the RayService instead of Initializing forever.",

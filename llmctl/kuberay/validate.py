@@ -83,7 +83,7 @@ def _rayservice(doc: _Doc, sink: _Sink, out: list[Diagnostic], check_doc) -> Non
         inner = _Doc(doc.path, text, line_offset=offset)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        sink.add(("spec", "serveConfigV2"), f"malformed YAML inside serveConfigV2"
+        sink.add(("spec", "serveConfigV2"), "malformed YAML inside serveConfigV2"
                  + (f" at its line {mark.line + 1}" if mark else "") + f": {getattr(e, 'problem', None) or e}", code="yaml")
         return
     if not isinstance(inner.data, dict) or "applications" not in inner.data:
