@@ -54,17 +54,26 @@ class RayHead:
         return f"http://127.0.0.1:{self.state.serve_http_port}"
 
 
+TEST_TOKEN_VAR = "LLMCTL_TEST_TOKEN"
+TEST_TOKEN = "hf_test_not_a_real_token_1234567890"
+
+
 @pytest.fixture(scope="session")
 def ray_head(tmp_path_factory) -> RayHead:
     from llmctl.launch import cluster
 
     home = tmp_path_factory.mktemp("ray-head-home")
     old = os.environ.get("LLMCTL_HOME")
+    old_token = os.environ.get(TEST_TOKEN_VAR)
     os.environ["LLMCTL_HOME"] = str(home)
+    # The head holds a (fake) token variable, as a head started by `llmctl up`
+    # from a shell with the token exported does: Ray fills ${VAR} from it.
+    os.environ[TEST_TOKEN_VAR] = TEST_TOKEN
     try:
         state = cluster.start_head(num_cpus=8, num_gpus=0)
     finally:
         _restore("LLMCTL_HOME", old)
+        _restore(TEST_TOKEN_VAR, old_token)
     yield RayHead(home, state)
     os.environ["LLMCTL_HOME"] = str(home)
     try:

@@ -26,7 +26,7 @@ from helpers import Proc
 
 pytestmark = [pytest.mark.cluster, pytest.mark.engine]
 
-SECRET = "hf_test_not_a_real_token_1234567890"
+from conftest import TEST_TOKEN as SECRET  # in the shared head's environment (conftest.ray_head)
 
 
 @dataclass
@@ -177,18 +177,21 @@ def tiny_app(ray_head, tiny_model, tmp_path_factory):
     mc = next((out / "model_config").glob("*.yaml"))
     llm = yaml.safe_load(mc.read_text())
     assert llm["model_loading_config"]["model_id"] == "tiny-llama"
-    # The token convention: the file names the variable, `up` fills it in.
-    llm["runtime_env"] = {"env_vars": {"HF_TOKEN": "${LLMCTL_TEST_TOKEN}"}}
+    # The token convention: the file names the variable; Ray fills it from the
+    # head's environment. A variable the head lacks is refused before deploying.
+    llm["runtime_env"] = {"env_vars": {"HF_TOKEN": "${LLMCTL_OTHER_TOKEN}"}}
     mc.write_text(yaml.safe_dump(llm, sort_keys=False))
-
-    missing = llmctl("up", serve, env={**env, "LLMCTL_TEST_TOKEN": ""})
+    missing = llmctl("up", serve, env={**env, "LLMCTL_OTHER_TOKEN": "hf_in_this_shell_only_0123456789abcdef"})
     assert missing.code == 2, missing.err
-    assert "LLMCTL_TEST_TOKEN" in missing.err
+    assert "started without LLMCTL_OTHER_TOKEN" in missing.err and "llmctl down --cluster" in missing.err
+    assert "hf_in_this_shell_only" not in missing.err + missing.out
     st = llmctl("status", "--json", env=env)
     assert "llm_app" not in [a["name"] for a in st.json()["applications"]], "deployed although invalid"
 
-    r = llmctl("up", serve, "--timeout", "600", env={**env, "LLMCTL_TEST_TOKEN": SECRET})
-    return {"run": r, "serve": serve}
+    llm["runtime_env"] = {"env_vars": {"HF_TOKEN": "${LLMCTL_TEST_TOKEN}"}}
+    mc.write_text(yaml.safe_dump(llm, sort_keys=False))
+    r = llmctl("up", serve, "--timeout", "600", env={**env, "LLMCTL_TEST_TOKEN": ""})  # this shell need not hold it
+    return {"run": r, "serve": serve, "dir": out}
 
 
 def test_up_reaches_running(tiny_app, cluster_home):
@@ -206,12 +209,26 @@ def test_up_reaches_running(tiny_app, cluster_home):
 
 
 def test_token_reaches_replica_but_not_disk_or_output(tiny_app, cluster_home):
+    """Issue 9: the value stays out of Ray's API, the dashboard, Ray's logs,
+    llmctl's output and files; the replica process has it."""
+    import httpx
+
     r = tiny_app["run"]
+    assert "LLMCTL_TEST_TOKEN: sent as ${…} references" in r.err, r.err
     assert SECRET not in r.out and SECRET not in r.err
     assert SECRET not in (cluster_home.home / "cluster.json").read_text()
+    for f in tiny_app["dir"].rglob("*"):
+        assert not f.is_file() or SECRET not in f.read_text(errors="replace"), f
     st = llmctl("status", "--json")
     assert SECRET not in st.out
     app = st.json()["applications"][0]
+    api = httpx.get(f"{cluster_home.dashboard_url}/api/serve/applications/", timeout=30)
+    assert api.status_code == 200 and "${LLMCTL_TEST_TOKEN}" in api.text and SECRET not in api.text
+    logs = llmctl("logs", "llm_app", "--lines", "2000")
+    assert SECRET not in logs.out + logs.err
+    session = cluster_home.state.session_dir
+    leaked = [str(p) for p in session.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert leaked == [], leaked
     # the LLMServer replica process got the value in its environment
     from llmctl.launch.serve_api import ServeClient
 

@@ -20,6 +20,10 @@ def _status_table(rep):
     from rich.text import Text
 
     head = Text(f"cluster: {rep.dashboard_url}" + (" (local, started by llmctl)" if rep.local else ""))
+    if len(rep.nodes) > 1:
+        head.append("\nnodes: " + "; ".join(
+            f"{n['ip']}{' (head)' if n['head'] else ''} {n['state']}" + (f", proxy {n['proxy']} {n['proxy_url']}" if n["proxy"] else "")
+            for n in rep.nodes))
     if not rep.apps:
         return Group(head, Text("no applications; deploy one with `llmctl up serve_*.yaml`"))
     t = Table(expand=False)

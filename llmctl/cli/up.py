@@ -55,6 +55,8 @@ def up_cmd(
     no_preflight: Annotated[bool, typer.Option("--no-preflight", help="Skip checking the cluster's resources before deploying.")] = False,
     fix: Annotated[bool, typer.Option("--fix", help="When a start-up failure has a mechanical fix, show it as a diff, apply it (after confirmation; the old file kept as .bak) and deploy again.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="With --fix: apply fixes without asking.")] = False,
+    http_host: Annotated[Optional[str], typer.Option("--http-host", metavar="HOST", help="Where Serve listens on a cluster given with --address (e.g. 0.0.0.0), instead of the file's http_options.host.")] = None,
+    send_token: Annotated[bool, typer.Option("--send-token", help="Send the values of ${VAR} token references instead of the references (every dashboard client can read them).")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Validate FILE, deploy it (starting a local Ray head if no cluster is given), wait until RUNNING."""
@@ -69,7 +71,7 @@ def up_cmd(
         view = ProgressView()
         try:
             for ev in launch.up(file, address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus,
-                                preflight=not no_preflight):
+                                preflight=not no_preflight, send_token=send_token, http_host=http_host):
                 if isinstance(ev, launch.Step):
                     view.step(ev.message)
                 elif isinstance(ev, launch.Progress):

@@ -209,6 +209,21 @@ def cluster_pids(state: ClusterState) -> list[int]:
 # ports
 
 
+def head_environ(state: ClusterState) -> dict[str, str] | None:
+    """The environment the local head was started with (its raylet and
+    workers inherit it), read from /proc; None when it cannot be read."""
+    try:
+        raw = Path(f"/proc/{state.pid}/environ").read_bytes()
+    except OSError:
+        return None
+    out: dict[str, str] = {}
+    for item in raw.split(b"\0"):
+        k, sep, v = item.partition(b"=")
+        if sep:
+            out[k.decode(errors="replace")] = v.decode(errors="replace")
+    return out
+
+
 def _port_free(port: int) -> bool:
     for host in ("127.0.0.1", ""):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

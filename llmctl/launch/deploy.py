@@ -82,11 +82,14 @@ class Prepared:
     llm_configs: dict[str, dict] = field(default_factory=dict)  # model id -> its LLMConfig as deployed
 
 
-def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, local_node: bool = True) -> Prepared:
-    """Validate and load a serve file, inline its model configs, fill ``${VAR}``s.
+def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, local_node: bool = True,
+            send_tokens: bool = True) -> Prepared:
+    """Validate and load a serve file, inline its model configs; with
+    ``send_tokens`` fill ``${VAR}``s with their values (else keep the
+    references for Ray to fill on the node, see :func:`token_steps`).
 
     Raises ValidationFailed (exit 2) if the files are invalid, UsageError if a
-    referenced variable is unset. Nothing is sent anywhere.
+    referenced variable is unset (when filling). Nothing is sent anywhere.
     """
     from llmctl.validate import load_deployable  # heavy-ish (pydantic, Ray's LLMConfig)
 
@@ -107,7 +110,7 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, lo
     for app in config.get("applications") or []:
         name = app.get("name") or "default"
         names.append(name)
-        _fill_env(app.get("runtime_env"), f"application {name!r}", env, secrets, used, path)
+        _fill_env(app.get("runtime_env"), f"application {name!r}", env, secrets, used, path, send_tokens)
         ids = []
         for _, llm in app_llm_configs(app):
             if isinstance(llm, dict):
@@ -120,14 +123,14 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, lo
                     task = pooling_task(llm.get("engine_kwargs"))
                     if task:
                         pooling[str(mid)] = task
-                _fill_env(llm.get("runtime_env"), f"model {mid!r}", env, secrets, used, path)
+                _fill_env(llm.get("runtime_env"), f"model {mid!r}", env, secrets, used, path, send_tokens)
         model_ids[name] = ids
     if len(set(names)) != len(names):
         raise UsageError(f"{path}: two applications have the same name")
     return Prepared(config, names, model_ids, sources, secrets, used, pooling, llm_configs)
 
 
-def _fill_env(runtime_env, where: str, env, secrets: list[str], used: list[str], path: Path) -> None:
+def _fill_env(runtime_env, where: str, env, secrets: list[str], used: list[str], path: Path, fill: bool = True) -> None:
     if not isinstance(runtime_env, dict):
         return
     env_vars = runtime_env.get("env_vars")
@@ -136,6 +139,11 @@ def _fill_env(runtime_env, where: str, env, secrets: list[str], used: list[str],
     for key, value in list(env_vars.items()):
         var = env_ref(value)
         if var is None:
+            continue
+        if not fill:  # the reference goes to the cluster; the value (if known here) is only scrubbed from output
+            used.append(var)
+            if env.get(var):
+                secrets.append(env[var])
             continue
         if not env.get(var):
             raise UsageError(
@@ -156,9 +164,20 @@ def _fill_env(runtime_env, where: str, env, secrets: list[str], used: list[str],
 _HTTP_KEYS = ("host", "port", "root_path", "request_timeout_s", "keep_alive_timeout_s")
 
 
-def compose(prepared: Prepared, current: dict, local: _cluster.ClusterState | None) -> dict:
+def is_loopback(host: str | None) -> bool:
+    return isinstance(host, str) and (host in ("localhost", "::1") or host.startswith("127."))
+
+
+def compose(prepared: Prepared, current: dict, local: _cluster.ClusterState | None, *,
+            dashboard_url: str | None = None, http_host: str | None = None) -> dict:
     """The full serve config to PUT: the apps already running (minus those
-    being replaced) plus the new ones, and the global options."""
+    being replaced) plus the new ones, and the global options.
+
+    Where Serve listens belongs to the target: the local head llmctl started
+    always binds 127.0.0.1 (its own port); a cluster reached at a non-loopback
+    address gets the file's ``http_options.host`` (or ``http_host``), and a
+    loopback host there is refused with the fix — its proxies would accept
+    connections from their own node only."""
     new_apps = prepared.config.get("applications") or []
     keep = [a for a in deployed_configs(current) if a.get("name") not in prepared.app_names]
     routes: dict[str, str] = {}
@@ -180,8 +199,19 @@ def compose(prepared: Prepared, current: dict, local: _cluster.ClusterState | No
         grpc = dict(payload.get("grpc_options") or {})
         grpc.setdefault("port", local.ports.get("serve_grpc"))
         payload["grpc_options"] = grpc
-    elif not http and cur_http:
-        http = {k: cur_http[k] for k in ("host", "port") if k in cur_http}
+    else:
+        if http_host:
+            http["host"] = http_host
+        elif not http and cur_http:
+            http = {k: cur_http[k] for k in ("host", "port") if k in cur_http}
+        import urllib.parse
+
+        remote = dashboard_url is not None and not is_loopback(urllib.parse.urlsplit(dashboard_url).hostname)
+        if remote and is_loopback(http.get("host")):
+            raise UsageError(
+                f"http_options.host is {http['host']}: on the cluster at {dashboard_url} Serve's proxies would accept "
+                "connections from their own node only, so the endpoint is unreachable from here; pass `--http-host "
+                "0.0.0.0` (or the nodes' address), or write the file with `gen-config --http-host 0.0.0.0`")
     if http:
         payload["http_options"] = http
     if "proxy_location" not in payload and current.get("proxy_location"):
@@ -208,6 +238,37 @@ def connect(address: str | None, *, start: bool = False, num_cpus: int | None = 
     return ServeClient(target.dashboard_url), target, started
 
 
+def token_steps(prepared: Prepared, target: _address.Target, environ: dict[str, str] | None = None) -> list[Step]:
+    """Where the ``${VAR}`` references of a deployment get their values, when
+    they are sent as references (the default): on the local head, from the
+    head's own environment — checked here, the fix named when it lacks one; on
+    a cluster llmctl did not start, from its nodes' environment (a warning: it
+    cannot be checked from here)."""
+    names = sorted(set(prepared.env_vars_used))
+    if not names:
+        return []
+    env = os.environ if environ is None else environ
+    if target.local is not None:
+        head = _cluster.head_environ(target.local)
+        if head is None:
+            return [Step(f"warning: cannot read the local head's environment to check {', '.join(names)}")]
+        missing = [v for v in names if not head.get(v)]
+        if missing:
+            raise UsageError(
+                f"the local Ray head was started without {', '.join(missing)} in its environment, and Ray fills "
+                f"${{{missing[0]}}} from the node's environment: export {missing[0]}=… and restart the head "
+                "(`llmctl down --cluster`, then `llmctl up` again); --send-token sends the value instead (readable by "
+                "every dashboard client)")
+        stale = [v for v in names if env.get(v) and env.get(v) != head.get(v)]
+        return [Step(f"{', '.join(names)}: sent as ${{…}} references, filled by Ray from the local head's environment "
+                     "(the values never reach Ray's API or the config)")] + \
+            [Step(f"warning: {v} in this shell differs from the one the local head was started with; the head's is used "
+                  "(restart the head to change it)") for v in stale]
+    return [Step(f"warning: {', '.join(names)} sent as ${{…}} references: Ray fills them from the environment of the "
+                 "cluster's nodes, which must hold them (set before `ray start`); unset, they become empty strings. "
+                 "--send-token sends the values instead, readable by every dashboard client")]
+
+
 def cluster_versions_steps(client: ServeClient, config: dict) -> list[Step]:
     """The Ray and vLLM on the cluster's head node, with the version guard's verdict."""
     from llmctl.launch.versions import report
@@ -224,6 +285,8 @@ def up(
     wait: bool = True,
     num_cpus: int | None = None,
     preflight: bool = True,
+    send_token: bool = False,
+    http_host: str | None = None,
 ) -> Iterator[UpEvent]:
     """Validate, (start a local head,) preflight, deploy, wait until RUNNING.
 
@@ -231,14 +294,20 @@ def up(
     ValidationFailed / PreflightFailed (exit 2), DeployFailed (exit 1),
     ClusterUnreachable (exit 3)."""
     t0 = time.monotonic()
-    prepared = prepare(serve_path, local_node=(address or "").strip() in ("", "local", "auto"))
+    local_default = (address or "").strip() in ("", "local", "auto")
+    starting = local_default and _cluster.running_state() is None
+    # A head llmctl starts inherits this environment: the variables must be set now.
+    prepared = prepare(serve_path, local_node=local_default, send_tokens=send_token or starting)
     n_models = sum(len(v) for v in prepared.model_ids.values())
     yield Step(
         f"validated {serve_path}: {len(prepared.app_names)} application(s) "
         f"({', '.join(prepared.app_names)}), {n_models} model(s)"
-        + (f"; filled {', '.join(sorted(set(prepared.env_vars_used)))} from the environment" if prepared.env_vars_used else "")
     )
-    local_default = (address or "").strip() in ("", "local", "auto")
+    if starting and not send_token and prepared.env_vars_used:
+        prepared = prepare(serve_path, local_node=True, send_tokens=False)  # checked above; keep the references
+    if send_token and prepared.env_vars_used:
+        yield Step(f"warning: --send-token: the values of {', '.join(sorted(set(prepared.env_vars_used)))} go into the "
+                   "deployed config, which Ray's dashboard API returns to every client and Ray logs")
     if local_default:  # the local head runs the vLLM installed here
         from llmctl.compat import warning as version_warning
 
@@ -247,10 +316,15 @@ def up(
             yield Step(f"warning: {version}")
     if local_default and _cluster.running_state() is None:
         yield Step("starting a local Ray head (127.0.0.1, private ports and temp dir) …")
+    if http_host and local_default:
+        raise UsageError("--http-host: the local head llmctl starts serves on 127.0.0.1 only; --http-host is for a "
+                         "cluster given with --address")
     client, target, started = connect(address, start=True, num_cpus=num_cpus)
     if started:
         st = target.local
         yield Step(f"started a local Ray head: dashboard {st.dashboard_url}, state {_cluster.state_path()}")
+    if not send_token:
+        yield from token_steps(prepared, target)
     if preflight:
         pf = _preflight.check(prepared.config, client)
         for w in pf.warnings:
@@ -261,7 +335,7 @@ def up(
         if target.local is None:  # a cluster llmctl did not start: its replicas run the vLLM installed there
             yield from cluster_versions_steps(client, prepared.config)
     current = client.status()
-    payload = compose(prepared, current, target.local)
+    payload = compose(prepared, current, target.local, dashboard_url=target.dashboard_url, http_host=http_host)
     # Ray does not retry a failed app whose config did not change: remove it first.
     failed_same = [
         a.get("name") for a in payload["applications"]

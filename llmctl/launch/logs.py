@@ -154,6 +154,7 @@ def _remote_sources(client: ServeClient, app: str | None, status: dict, apps: li
         if node.get("state") != "ALIVE":
             continue
         nid = node["node_id"]
+        at = f" @{node['node_ip']}" if node.get("node_ip") else ""  # which node the replica runs on
         files = []
         for glob in ("*", "serve/*"):  # the listing does not descend into serve/ by itself
             files += [f for group in client.list_logs(nid, glob=glob).values() for f in group]
@@ -163,12 +164,12 @@ def _remote_sources(client: ServeClient, app: str | None, status: dict, apps: li
                 srcs.append(_Src("controller", f, nid, app))
             for name in apps:
                 if base.startswith(f"replica_{_safe(name)}_"):
-                    srcs.append(_Src(_replica_label(base, name), f, nid))
+                    srcs.append(_Src(_replica_label(base, name) + at, f, nid))
                 elif base.startswith(f"controller_build_{_safe(name)}_"):
                     srcs.append(_Src(f"build {name}", f, nid))
             m = re.match(r"worker-.*-(\d+)\.(out|err)$", base)
             if m and int(m.group(1)) in pids:
-                srcs.append(_Src(f"std{m.group(2)} {pids[int(m.group(1))]}", f, nid))
+                srcs.append(_Src(f"std{m.group(2)} {pids[int(m.group(1))]}{at}", f, nid))
     return srcs
 
 

@@ -19,6 +19,8 @@ class StatusReport:
     apps: list[AppSummary]
     # failed apps: what llmctl.launch.failures recognises, {app: [(model id, Diagnosis)]}
     diagnoses: dict = field(default_factory=dict)
+    # the cluster's nodes, each with its Serve proxy (Serve runs one per node)
+    nodes: list[dict] = field(default_factory=list)
 
     @property
     def all_running(self) -> bool:
@@ -31,6 +33,7 @@ class StatusReport:
             "http": self.http_base,
             "all_running": self.all_running,
             "applications": [a.to_json() for a in self.apps],
+            "nodes": self.nodes,
             "diagnoses": {app: [{"model_id": m, "code": d.code, "cause": d.cause, "fix": d.fix, "changes": d.changes}
                                 for m, d in found] for app, found in self.diagnoses.items()},
         }
@@ -53,7 +56,27 @@ def status(address: str | None = None) -> StatusReport:
             from llmctl.launch.logs import failed_app_diagnoses
 
             diagnoses[a.name] = failed_app_diagnoses(target, a.name, st)
-    return StatusReport(target.dashboard_url, target.is_local, http_base(st, client.url), apps, diagnoses)
+    return StatusReport(target.dashboard_url, target.is_local, http_base(st, client.url), apps, diagnoses,
+                        cluster_nodes(client, st))
+
+
+def cluster_nodes(client: ServeClient, st: dict) -> list[dict]:
+    """Each node: id, IP, head or not, state, and its Serve proxy's status and
+    URL (proxies listen on ``http_options.host`` of every node that has one)."""
+    proxies = st.get("proxies") or {}
+    port = (st.get("http_options") or {}).get("port")
+    out = []
+    try:
+        nodes = client.nodes()
+    except Exception:  # noqa: BLE001 - the node list is extra information; status works without it
+        return []
+    for n in nodes:
+        nid = n.get("node_id")
+        proxy = proxies.get(nid) or {}
+        ip = n.get("node_ip")
+        out.append({"node_id": nid, "ip": ip, "head": bool(n.get("is_head_node")), "state": n.get("state"),
+                    "proxy": proxy.get("status"), "proxy_url": f"http://{ip}:{port}" if proxy and port else None})
+    return sorted(out, key=lambda x: (not x["head"], x["ip"] or ""))
 
 
 # --------------------------------------------------------------------------
