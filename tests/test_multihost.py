@@ -90,7 +90,7 @@ def test_two_hosts_up_chat_logs_status_down(hosts, tiny_model, tmp_path):
     assert [r["node_id"] for r in replicas] == [worker_id]
     logs = llmctl("logs", "remote", *addr, "--lines", "200")
     assert logs.code == 0, logs.err
-    assert f"[replica LLMServer:tiny-llama" in logs.out and f"@{hosts.worker_ip}]" in logs.out, logs.out[-3000:]
+    assert "[replica LLMServer:tiny-llama" in logs.out and f"@{hosts.worker_ip}]" in logs.out, logs.out[-3000:]
 
     # a config nothing on the cluster can place: refused before deploying, naming the resource
     bad, _ = _app(tmp_path, tiny_model, "nowhere", "llmctl_no_such_node")
