@@ -69,11 +69,17 @@ def ray_head(tmp_path_factory) -> RayHead:
     # The head holds a (fake) token variable, as a head started by `llmctl up`
     # from a shell with the token exported does: Ray fills ${VAR} from it.
     os.environ[TEST_TOKEN_VAR] = TEST_TOKEN
+    # Hermetic: the head starts holding no Hugging Face token (none in the
+    # environment, no token file), whatever this machine's user has.
+    hub = {k: os.environ.pop(k, None) for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH")}
+    os.environ["HF_TOKEN_PATH"] = str(home / "no-hf-token")
     try:
         state = cluster.start_head(num_cpus=8, num_gpus=0)
     finally:
         _restore("LLMCTL_HOME", old)
         _restore(TEST_TOKEN_VAR, old_token)
+        for k, v in hub.items():
+            _restore(k, v)
     yield RayHead(home, state)
     os.environ["LLMCTL_HOME"] = str(home)
     try:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from llmctl import launch
-from llmctl.launch import address, cluster, serve_api, watch
+from llmctl.launch import address, cluster, serve_api, tokens, watch
 from llmctl.errors import ClusterUnreachable, DeployFailed, UsageError
 
 RAY_DEFAULTS = {6379, 8265, 10001, 8000, 9000, 52365}
@@ -87,8 +87,13 @@ def test_stale_state_is_not_a_cluster(llmctl_home):
 def test_http_address_used_as_is(llmctl_home):
     t = address.resolve_target("http://10.0.0.5:8265/")
     assert t.dashboard_url == "http://10.0.0.5:8265" and not t.is_local
-    with pytest.raises(UsageError):
-        address.resolve_target("ray://10.0.0.5:10001")
+    # a Ray address where nothing listens: unreachable (exit 3), named, quickly
+    with pytest.raises(ClusterUnreachable, match=r"no Ray cluster answers at 127\.0\.0\.1:1 "):
+        address.resolve_target("ray://127.0.0.1:1")
+    with pytest.raises(ClusterUnreachable, match=r"127\.0\.0\.1:1 "):
+        address.resolve_target("127.0.0.1:1")
+    with pytest.raises(UsageError, match="expected http://HOST:PORT"):
+        address.resolve_target("ray://no-port")
 
 
 # --------------------------------------------------------------------------
@@ -168,6 +173,53 @@ def test_prepare_unset_token_names_variable(tmp_path, monkeypatch, config_model)
     assert "MY_HF_TOKEN" in e.value.message and e.value.exit_code == 2
 
 
+def test_hand_over_token_to_the_local_head(tmp_path, monkeypatch, config_model):
+    """The Hub token goes into the head's in-memory token file and its entry
+    leaves the payload (Ray Serve LLM would copy a replica's HF_TOKEN into
+    runtime_envs Ray logs); other references stay for Ray to fill."""
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    serve = _serve_with_token(tmp_path, config_model)
+    fd = tokens.new_token_fd("")  # this process stands in for the head
+    try:
+        pid = os.getpid()
+        with pytest.raises(UsageError, match=r"HF_TOKEN from the environment variable MY_HF_TOKEN, which is not set"):
+            tokens.hand_over(launch.prepare(serve, send_tokens=False).config, pid, fd, {})
+        p = launch.prepare(serve, send_tokens=False)
+        msgs, names, value = tokens.hand_over(p.config, pid, fd, {"MY_HF_TOKEN": "hf_from_shell"})
+        (llm,) = p.config["applications"][0]["args"]["llm_configs"]
+        assert llm["runtime_env"]["env_vars"] == {"OTHER": "plain"}
+        assert names == ["MY_HF_TOKEN"] and value == "hf_from_shell" and tokens.read(pid, fd) == "hf_from_shell"
+        assert "hf_from_shell" not in " ".join(msgs) and "HF_TOKEN (from $MY_HF_TOKEN)" in msgs[0]
+        # unset in this shell: the token the head holds is used, and said so
+        msgs, _, value = tokens.hand_over(launch.prepare(serve, send_tokens=False).config, pid, fd, {})
+        assert value == "hf_from_shell" and "already holds" in msgs[1]
+        # a new one replaces it, with a warning
+        msgs, _, value = tokens.hand_over(launch.prepare(serve, send_tokens=False).config, pid, fd, {"MY_HF_TOKEN": "hf_new"})
+        assert value == "hf_new" and tokens.read(pid, fd) == "hf_new" and msgs[1].startswith("warning:")
+    finally:
+        os.close(fd)
+    # a head without a token file (older llmctl): references go to Ray untouched
+    p = launch.prepare(serve, send_tokens=False)
+    assert tokens.hand_over(p.config, os.getpid(), None, {"MY_HF_TOKEN": "x"}) == ([], [], "")
+    assert p.config["applications"][0]["args"]["llm_configs"][0]["runtime_env"]["env_vars"]["HF_TOKEN"] == "${MY_HF_TOKEN}"
+
+
+def test_user_token_as_huggingface_hub_reads_it(tmp_path):
+    f = tmp_path / "token"
+    f.write_text("hf_from_file\n")
+    assert tokens.user_token({"HF_TOKEN": " hf_env ", "HF_TOKEN_PATH": str(f)}) == "hf_env"
+    assert tokens.user_token({"HUGGING_FACE_HUB_TOKEN": "hf_old"}) == "hf_old"
+    assert tokens.user_token({"HF_TOKEN_PATH": str(f)}) == "hf_from_file"
+    (tmp_path / "hub").mkdir()
+    (tmp_path / "hub" / "token").write_text("hf_home")
+    assert tokens.user_token({"HF_HOME": str(tmp_path / "hub")}) == "hf_home"
+    assert tokens.user_token({"HF_TOKEN_PATH": str(tmp_path / "none")}) == ""
+    env = tokens.head_environ({"HF_TOKEN": "a", "HUGGING_FACE_HUB_TOKEN": "b", "PATH": "/bin"}, "/tmp/llmctl-x")
+    assert env == {"PATH": "/bin", "HF_TOKEN_PATH": "/tmp/llmctl-x/hf-token"}
+
+
 def test_compose_keeps_other_apps_and_pins_local_http(tmp_path, monkeypatch, config_model):
     monkeypatch.chdir(tmp_path)
     serve = _serve_with_token(tmp_path, config_model)
@@ -225,15 +277,31 @@ def test_reason_from_ray_traceback_message():
 
 
 @pytest.mark.cluster
-def test_down_cluster_stops_head_by_pid(llmctl_home):
+def test_down_cluster_stops_head_by_pid(llmctl_home, monkeypatch):
     """`llmctl down --cluster` stops a head llmctl started: every process of
-    its session is gone, the state file and the private temp dir removed."""
+    its session is gone, the state file and the private temp dir removed.
+    The Hugging Face token of the shell that started it reaches no Ray
+    process's environment: they read it from the head's in-memory token file."""
     import subprocess
     import sys
 
+    token = "hf_shell_token_for_the_head_0123456789"
+    monkeypatch.setenv("HF_TOKEN", token)
+    monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", token)
     state = cluster.start_head(num_cpus=1, num_gpus=0)
     pids = cluster.session_pids(state.pid)
     assert len(pids) > 5
+    link = Path(state.temp_dir, "hf-token")
+    assert link.is_symlink() and link.read_text() == token and token not in json.dumps(state.to_json())
+    assert tokens.read(state.pid, state.token_fd) == token
+    for pid in pids:
+        try:
+            env = dict(kv.split(b"=", 1) for kv in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue  # ended meanwhile
+        assert b"HF_TOKEN" not in env and b"HUGGING_FACE_HUB_TOKEN" not in env, (pid, cluster._comm(pid))
+        assert env[b"HF_TOKEN_PATH"] == str(link).encode()
+    assert tokens.write(state.pid, state.token_fd, "hf_replaced") and link.read_text() == "hf_replaced"
     p = subprocess.run([sys.executable, "-m", "llmctl", "down", "--cluster"], capture_output=True, text=True,
                        stdin=subprocess.DEVNULL, timeout=120)  # fmt: skip
     assert p.returncode == 0, p.stderr
@@ -242,6 +310,7 @@ def test_down_cluster_stops_head_by_pid(llmctl_home):
     assert not any(Path(f"/proc/{pid}").exists() and cluster._session_id(pid) == state.pid for pid in pids)
     assert not (llmctl_home / "cluster.json").exists()
     assert not Path(state.temp_dir).exists()
+    assert tokens.read(state.pid, state.token_fd) is None  # the token lived in memory only, and is gone
     # nothing left to stop: idempotent, exit 0, says so
     p = subprocess.run([sys.executable, "-m", "llmctl", "down", "--cluster"], capture_output=True, text=True,
                        stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip

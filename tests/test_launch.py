@@ -177,20 +177,25 @@ def tiny_app(ray_head, tiny_model, tmp_path_factory):
     mc = next((out / "model_config").glob("*.yaml"))
     llm = yaml.safe_load(mc.read_text())
     assert llm["model_loading_config"]["model_id"] == "tiny-llama"
-    # The token convention: the file names the variable; Ray fills it from the
-    # head's environment. A variable the head lacks is refused before deploying.
-    llm["runtime_env"] = {"env_vars": {"HF_TOKEN": "${LLMCTL_OTHER_TOKEN}"}}
+    # The token convention: the file names the variable, never the value.
+    # A variable other than the Hub token is filled by Ray from the head's
+    # environment: one the head lacks is refused before deploying.
+    llm["runtime_env"] = {"env_vars": {"OTHER_SECRET": "${LLMCTL_OTHER_TOKEN}"}}
     mc.write_text(yaml.safe_dump(llm, sort_keys=False))
     missing = llmctl("up", serve, env={**env, "LLMCTL_OTHER_TOKEN": "hf_in_this_shell_only_0123456789abcdef"})
     assert missing.code == 2, missing.err
     assert "started without LLMCTL_OTHER_TOKEN" in missing.err and "llmctl down --cluster" in missing.err
     assert "hf_in_this_shell_only" not in missing.err + missing.out
+    # The Hub token comes from this shell at `up` time: unset here (and the
+    # head holding none), it is refused before deploying, naming the variable.
+    llm["runtime_env"] = {"env_vars": {"HF_TOKEN": "${LLMCTL_TEST_TOKEN}"}}
+    mc.write_text(yaml.safe_dump(llm, sort_keys=False))
+    unset = llmctl("up", serve, env={**env, "LLMCTL_TEST_TOKEN": ""})
+    assert unset.code == 2 and "LLMCTL_TEST_TOKEN, which is not set" in unset.err, unset.err
     st = llmctl("status", "--json", env=env)
     assert "llm_app" not in [a["name"] for a in st.json()["applications"]], "deployed although invalid"
 
-    llm["runtime_env"] = {"env_vars": {"HF_TOKEN": "${LLMCTL_TEST_TOKEN}"}}
-    mc.write_text(yaml.safe_dump(llm, sort_keys=False))
-    r = llmctl("up", serve, "--timeout", "600", env={**env, "LLMCTL_TEST_TOKEN": ""})  # this shell need not hold it
+    r = llmctl("up", serve, "--timeout", "600", env={**env, "LLMCTL_TEST_TOKEN": SECRET})
     return {"run": r, "serve": serve, "dir": out}
 
 
@@ -214,7 +219,7 @@ def test_token_reaches_replica_but_not_disk_or_output(tiny_app, cluster_home):
     import httpx
 
     r = tiny_app["run"]
-    assert "LLMCTL_TEST_TOKEN: sent as ${…} references" in r.err, r.err
+    assert "HF_TOKEN (from $LLMCTL_TEST_TOKEN): handed to the local head in memory" in r.err, r.err
     assert SECRET not in r.out and SECRET not in r.err
     assert SECRET not in (cluster_home.home / "cluster.json").read_text()
     for f in tiny_app["dir"].rglob("*"):
@@ -222,28 +227,30 @@ def test_token_reaches_replica_but_not_disk_or_output(tiny_app, cluster_home):
     st = llmctl("status", "--json")
     assert SECRET not in st.out
     app = st.json()["applications"][0]
-    api = httpx.get(f"{cluster_home.dashboard_url}/api/serve/applications/", timeout=30)
-    assert api.status_code == 200 and "${LLMCTL_TEST_TOKEN}" in api.text and SECRET not in api.text
+    # Ray's API: the deployed config, and every task and actor with its runtime_env
+    # (a task's runtime_env values are in /api/v0/tasks?detail=1: where Ray Serve LLM's copy of HF_TOKEN showed)
+    for path in ("/api/serve/applications/", "/api/v0/tasks?detail=1&limit=10000", "/api/v0/actors?detail=1&limit=10000",
+                 "/api/v0/runtime_envs?detail=1"):
+        api = httpx.get(f"{cluster_home.dashboard_url}{path}", timeout=60)
+        assert api.status_code == 200 and SECRET not in api.text, path
     logs = llmctl("logs", "llm_app", "--lines", "2000")
     assert SECRET not in logs.out + logs.err
-    session = cluster_home.state.session_dir
-    leaked = {p.name: [ln for ln in p.read_text(errors="replace").splitlines() if SECRET in ln]
-              for p in session.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()}
-    # Known, and not llmctl's: Ray Serve LLM copies HF_TOKEN from the replica's
-    # environment into the runtime_env of its download tasks
-    # (vllm_models.py get_runtime_env_with_local_env_vars, ENV_VARS_TO_PROPAGATE),
-    # and Ray's runtime_env agent logs that runtime_env at INFO. Issue 9 stays
-    # open on it; anywhere else the value is a leak.
-    ray_llm = '"worker_process_setup_hook":"ray.llm._internal.serve._worker_process_setup_hook"'
-    assert set(leaked) <= {"runtime_env_agent.log"}, json.dumps(leaked, indent=1)[:3000]
-    assert all(ray_llm in ln for ln in leaked.get("runtime_env_agent.log", [])), json.dumps(leaked, indent=1)[:3000]
-    # the LLMServer replica process got the value in its environment
+    # nothing anywhere in the cluster's session directory: logs, runtime_env files, the GCS's
+    session = Path(cluster_home.state.temp_dir)
+    leaked = {str(p.relative_to(session)): [ln[:300] for ln in p.read_text(errors="replace").splitlines() if SECRET in ln]
+              for p in session.rglob("*") if p.is_file() and not p.is_symlink() and SECRET.encode() in p.read_bytes()}
+    assert not leaked, json.dumps(leaked, indent=1)[:3000]
+    # the LLMServer replica has the token where huggingface_hub looks for it, and no HF_TOKEN variable
     from llmctl.launch.serve_api import ServeClient
 
     raw = ServeClient(cluster_home.dashboard_url).status()
     pid = raw["applications"]["llm_app"]["deployments"]["LLMServer:tiny-llama"]["replicas"][0]["pid"]
-    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    assert f"HF_TOKEN={SECRET}".encode() in environ
+    environ = dict(kv.split(b"=", 1) for kv in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in kv)
+    assert b"HF_TOKEN" not in environ and b"HUGGING_FACE_HUB_TOKEN" not in environ
+    hub = subprocess.run([sys.executable, "-c", "import huggingface_hub; print(huggingface_hub.get_token())"],
+                         env={"HF_TOKEN_PATH": environ[b"HF_TOKEN_PATH"].decode(), "PATH": os.environ["PATH"]},
+                         capture_output=True, text=True, timeout=120)
+    assert hub.stdout.strip() == SECRET, hub.stderr
     assert app["name"] == "llm_app"
 
 

@@ -88,7 +88,13 @@ def test_two_hosts_up_chat_logs_status_down(hosts, tiny_model, tmp_path):
     replicas = raw["applications"]["remote"]["deployments"]["LLMServer:tiny-llama"]["replicas"]
     worker_id = next(n["node_id"] for n in data["nodes"] if n["ip"] == hosts.worker_ip)
     assert [r["node_id"] for r in replicas] == [worker_id]
-    logs = llmctl("logs", "remote", *addr, "--lines", "200")
+    # the same cluster named by its GCS address and its Ray Client address (flag and RAY_ADDRESS)
+    for other in (["--address", f"{hosts.head_ip}:{hosts.GCS_PORT}"], ["--address", f"ray://{hosts.head_ip}:10001"]):
+        again = llmctl("status", *other, "--json")
+        assert again.code == 0, (other, again.err)
+        assert again.json()["dashboard_url"] == hosts.dashboard_url
+        assert [a["endpoint"] for a in again.json()["applications"]] == [endpoint]
+    logs = llmctl("logs", "remote", "--lines", "200", env={"RAY_ADDRESS": f"{hosts.head_ip}:{hosts.GCS_PORT}"})
     assert logs.code == 0, logs.err
     assert "[replica LLMServer:tiny-llama" in logs.out and f"@{hosts.worker_ip}]" in logs.out, logs.out[-3000:]
 

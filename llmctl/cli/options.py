@@ -34,7 +34,7 @@ AddressOpt = Annotated[
         "--address",
         envvar="RAY_ADDRESS",
         metavar="ADDRESS",
-        help="Ray dashboard URL (http://host:8265) or Ray address; default: the local cluster llmctl started.",
+        help="Ray dashboard URL (http://HOST:8265), GCS address (HOST:6379) or Ray Client address (ray://HOST:10001); default: the local cluster llmctl started.",
         show_envvar=True,
     ),
 ]

@@ -3,6 +3,7 @@ local head llmctl started."""
 
 from __future__ import annotations
 
+import os
 import urllib.parse
 from dataclasses import dataclass
 
@@ -34,9 +35,10 @@ def resolve_target(address: str | None) -> Target:
 
     - ``http(s)://host:port`` — a Ray dashboard; used as is.
     - nothing, ``local`` or ``auto`` — the local head llmctl started (state file).
-    - ``host:port`` or ``ray://host:port`` — a Ray (GCS / client) address; if it
-      is the local head's, its dashboard; otherwise the dashboard URL the cluster
-      published in its GCS (this path imports ray, so it is slower).
+    - ``host:port`` (the GCS) or ``ray://host:port`` (Ray Client) — if it is
+      the local head's, its dashboard; otherwise the dashboard URL the cluster
+      published (read from its GCS, or asked through a Ray Client session);
+      this path imports ray, so it takes seconds.
 
     Raises ClusterUnreachable when there is nothing to talk to.
     """
@@ -54,23 +56,37 @@ def resolve_target(address: str | None) -> Target:
     hostport = addr[len("ray://") :] if addr.startswith("ray://") else addr
     if local is not None and hostport in (local.gcs_address, f"localhost:{local.ports['gcs']}"):
         return Target(local.dashboard_url, local)
-    if addr.startswith("ray://"):
-        raise UsageError(
-            f"--address {addr!r}: a Ray Client address does not name the dashboard; "
-            "pass the dashboard URL instead (http://HOST:8265)"
-        )
-    return Target(_dashboard_from_gcs(hostport), None)
+    if local is not None and hostport in (f"127.0.0.1:{local.ports['client_server']}", f"localhost:{local.ports['client_server']}"):
+        return Target(local.dashboard_url, local)
+    return Target(_dashboard_from_ray(addr, hostport), None)
 
 
-def _dashboard_from_gcs(gcs_address: str) -> str:
+def _dashboard_from_ray(addr: str, hostport: str, connect_timeout: float = 5.0) -> str:
+    """The dashboard URL a cluster published: read from its GCS (``host:port``)
+    or asked through a Ray Client session (``ray://host:port``), as Ray's job
+    CLI does (``ray.dashboard.utils.get_address_for_submission_client``)."""
+    import socket
+
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"--address {addr!r}: expected http://HOST:PORT (the dashboard), HOST:PORT (the GCS) "
+                         "or ray://HOST:PORT (Ray Client)")
+    try:  # fail fast where nothing listens (Ray's own lookup retries for a long time)
+        socket.create_connection((host.strip("[]"), int(port)), timeout=connect_timeout).close()
+    except OSError as e:
+        raise ClusterUnreachable(f"no Ray cluster answers at {hostport} ({e.strerror or e})")
     try:
         from ray.dashboard.utils import get_address_for_submission_client  # heavy: only here
     except ImportError as e:  # pragma: no cover
-        raise UsageError(f"--address {gcs_address!r}: pass the dashboard URL (http://HOST:PORT) ({e})")
+        raise UsageError(f"--address {addr!r}: pass the dashboard URL (http://HOST:PORT) ({e})")
+    # Ray's lookup prefers RAY_ADDRESS / RAY_API_SERVER_ADDRESS over its argument: the flag wins here.
+    saved = {k: os.environ.pop(k) for k in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS") if k in os.environ}
     try:
-        url = get_address_for_submission_client(gcs_address)
+        url = get_address_for_submission_client(addr)
     except Exception as e:  # noqa: BLE001 - ray raises many kinds here
-        raise ClusterUnreachable(f"no Ray cluster answers at {gcs_address} ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
+        raise ClusterUnreachable(f"no Ray cluster answers at {addr} ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
+    finally:
+        os.environ.update(saved)
     return _normalize_http(url if "://" in url else "http://" + url)
 
 

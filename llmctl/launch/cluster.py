@@ -39,10 +39,8 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,27 +48,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from llmctl.errors import LlmctlError, UsageError
+from llmctl.errors import LlmctlError
+from llmctl.launch import tokens
+from llmctl.launch.ports import RAY_DEFAULT_PORTS, WORKER_PORTS, pick_ports  # noqa: F401 (re-exported)
 from llmctl.paths import llmctl_home
 
 STATE_VERSION = 1
-RAY_DEFAULT_PORTS = frozenset({6379, 8265, 10001, 8000, 9000, 52365})
-# Port names in the block, in order; the worker range follows them.
-_SINGLE_PORTS = (
-    "gcs",
-    "dashboard",
-    "client_server",
-    "node_manager",
-    "object_manager",
-    "metrics_export",
-    "dashboard_agent_listen",
-    "dashboard_agent_grpc",
-    "runtime_env_agent",
-    "serve_http",
-    "serve_grpc",
-)
-WORKER_PORTS = 200
-DEFAULT_PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range (32768+)
 START_TIMEOUT_S = 90.0
 
 
@@ -94,6 +77,7 @@ class ClusterState:
     log_file: str
     started_at: float
     pids: dict[str, str] = field(default_factory=dict)  # pid -> process name, seen once up
+    token_fd: int | None = None  # the head's in-memory HF token file (launch/tokens.py), not the token
     version: int = STATE_VERSION
 
     @property
@@ -205,10 +189,6 @@ def cluster_pids(state: ClusterState) -> list[int]:
     return session_pids(state.pid)
 
 
-# --------------------------------------------------------------------------
-# ports
-
-
 def head_environ(state: ClusterState) -> dict[str, str] | None:
     """The environment the local head was started with (its raylet and
     workers inherit it), read from /proc; None when it cannot be read."""
@@ -222,61 +202,6 @@ def head_environ(state: ClusterState) -> dict[str, str] | None:
         if sep:
             out[k.decode(errors="replace")] = v.decode(errors="replace")
     return out
-
-
-def _port_free(port: int) -> bool:
-    for host in ("127.0.0.1", ""):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-        finally:
-            s.close()
-    return True
-
-
-def _port_range() -> tuple[int, int]:
-    raw = os.environ.get("LLMCTL_PORT_RANGE")
-    if not raw:
-        return DEFAULT_PORT_RANGE
-    try:
-        lo, hi = (int(x) for x in raw.split("-", 1))
-    except ValueError:
-        raise UsageError(f"LLMCTL_PORT_RANGE={raw!r}: expected LOW-HIGH, e.g. 26000-26999")
-    if hi - lo + 1 < len(_SINGLE_PORTS) + WORKER_PORTS:
-        raise UsageError(f"LLMCTL_PORT_RANGE={raw!r}: needs at least {len(_SINGLE_PORTS) + WORKER_PORTS} ports")
-    return lo, hi
-
-
-def pick_ports(rng: random.Random | None = None, attempts: int = 50) -> dict[str, int]:
-    """A block of free ports: the named single ports then ``WORKER_PORTS`` worker ports.
-
-    The range comes from ``LLMCTL_PORT_RANGE`` (``LOW-HIGH``) or defaults to
-    20000–32000, below the kernel's ephemeral range so outgoing connections do
-    not collide with it. No port in the block is one of Ray's defaults.
-    """
-    rng = rng or random.Random()
-    lo, hi = _port_range()
-    size = len(_SINGLE_PORTS) + WORKER_PORTS
-    for _ in range(attempts):
-        base = rng.randrange(lo, hi - size + 2)
-        block = range(base, base + size)
-        if any(p in RAY_DEFAULT_PORTS for p in block):
-            continue
-        singles = list(block[: len(_SINGLE_PORTS)])
-        if not all(_port_free(p) for p in singles):
-            continue
-        workers = block[len(_SINGLE_PORTS) :]
-        # Worker ports are bound lazily by Ray; a few taken ones are tolerable,
-        # but skip blocks that are visibly in use.
-        if sum(1 for p in workers[:: max(1, WORKER_PORTS // 20)] if not _port_free(p)) > 1:
-            continue
-        ports = dict(zip(_SINGLE_PORTS, singles))
-        ports["min_worker"] = workers[0]
-        ports["max_worker"] = workers[-1]
-        return ports
-    raise LlmctlError(f"no free block of {size} ports found in {lo}-{hi}; set LLMCTL_PORT_RANGE")
 
 
 # --------------------------------------------------------------------------
@@ -389,11 +314,17 @@ def start_head(
         temp_dir = tempfile.mkdtemp(prefix="llmctl-", dir=temp_root or _short_tmp())
         log_file = os.path.join(temp_dir, "ray-start.log")
         cmd = _head_command(ports, temp_dir, num_cpus, num_gpus, resources)
-        with open(log_file, "ab") as log:
-            proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=_ray_env(), start_new_session=True, close_fds=True,
-            )  # fmt: skip
+        token_fd = tokens.new_token_fd(tokens.user_token())
+        try:
+            with open(log_file, "ab") as log:
+                proc = subprocess.Popen(
+                    cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    env=tokens.head_environ(_ray_env(), temp_dir), start_new_session=True, close_fds=True,
+                    pass_fds=(token_fd,),
+                )  # fmt: skip
+            tokens.link(temp_dir, proc.pid, token_fd)
+        finally:
+            os.close(token_fd)
         ticks = None
         for _ in range(50):
             ticks = _start_ticks(proc.pid)
@@ -412,6 +343,7 @@ def start_head(
             num_gpus=num_gpus,
             log_file=log_file,
             started_at=time.time(),
+            token_fd=token_fd,
         )
         save_state(state)  # before waiting: an interrupted start can still be stopped
         deadline = time.monotonic() + timeout

@@ -15,20 +15,21 @@ whatever the cluster's working directory is.
 Tokens for gated models
 -----------------------
 A model config names the variable, never the value:
-``runtime_env: {env_vars: {HF_TOKEN: "${HF_TOKEN}"}}``. ``up`` replaces every
-``${VAR}`` value in ``runtime_env.env_vars`` (the app's and each LLMConfig's)
-with ``os.environ[VAR]`` in the payload it sends, and fails naming the
-variable when it is unset. llmctl keeps the value in memory and in the request
-only: never in the state file, the config files or its output (error text and
-logs coming back from Ray are scrubbed of it). Ray itself, though, logs
-runtime_env env_vars in plain text on the cluster (runtime_env_agent.log, the
-app build log) — see docs/launch-notes.md. Ray itself would expand ``${VAR}`` too, but
-on the *worker* (``ray._private.utils.update_envs``: ``os.path.expandvars``
-against the node's environment, unset references silently become ""), so a
-cluster whose nodes lack the variable would start the replica with an empty
-token and fail later with an HTTP 401 from the Hub. Ray Serve LLM also copies
-HF_TOKEN from the environment of the process that builds the app (the cluster
-side), which again is not the user's shell.
+``runtime_env: {env_vars: {HF_TOKEN: "${HF_TOKEN}"}}``. By default ``up``
+never sends a value:
+- to the local head it starts, the Hugging Face token goes through an
+  in-memory token file (``HF_TOKEN_PATH``, see launch/tokens.py) and the
+  ``HF_TOKEN`` entry is left out of the payload: Ray Serve LLM copies a
+  replica's ``HF_TOKEN`` into the runtime_env of its download tasks, which
+  Ray logs and its state API returns. Other ``${VAR}`` references are filled
+  by Ray from the head's environment (checked; the restart is named when one
+  is missing);
+- to a cluster llmctl did not start, the references go as they are and Ray
+  fills them from the nodes' environment (``ray._private.utils.update_envs``:
+  ``os.path.expandvars`` on the worker; an unset one becomes "").
+``--send-token`` fills the values into the payload instead, with a warning:
+Ray's dashboard API returns runtime_env values to every client. Whatever
+value llmctl learns is scrubbed from the text it shows (Ray's errors, logs).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from llmctl.validate.builders import app_llm_configs
 from llmctl.launch import address as _address
 from llmctl.launch import cluster as _cluster
 from llmctl.launch import preflight as _preflight
+from llmctl.launch import tokens as _tokens
 from llmctl.launch.events import Progress, Step, UpEvent, UpResult
 from llmctl.launch.reasons import failure_message
 from llmctl.launch.watch import ResourceWatcher
@@ -324,6 +326,12 @@ def up(
         st = target.local
         yield Step(f"started a local Ray head: dashboard {st.dashboard_url}, state {_cluster.state_path()}")
     if not send_token:
+        if target.local is not None:
+            msgs, handled, value = _tokens.hand_over(prepared.config, target.local.pid, target.local.token_fd, os.environ)
+            prepared.env_vars_used = [v for v in prepared.env_vars_used if v not in handled]
+            if value:
+                prepared.secrets.append(value)
+            yield from (Step(m) for m in msgs)
         yield from token_steps(prepared, target)
     if preflight:
         pf = _preflight.check(prepared.config, client)

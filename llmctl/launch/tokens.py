@@ -1,0 +1,184 @@
+"""Hugging Face tokens on the local head, kept out of Ray's API and logs.
+
+Why not an environment variable
+-------------------------------
+Ray Serve LLM copies ``HF_TOKEN`` and ``HUGGING_FACE_HUB_TOKEN`` from a
+replica's environment into the ``runtime_env`` of the model-download tasks it
+starts on each node (Ray 2.60:
+``ray/llm/_internal/serve/engines/vllm/vllm_models.py``
+``get_runtime_env_with_local_env_vars``, the names in
+``ray/llm/_internal/serve/constants.py`` ``ENV_VARS_TO_PROPAGATE``). Ray's
+runtime_env agent logs that runtime_env at INFO (``runtime_env_agent.log``)
+and the state API returns it with the task. So a token in either variable —
+from the deployed config or inherited from the shell that started the head —
+ends up in the cluster's logs and in what every dashboard client can read.
+
+What llmctl does instead, on the head it starts
+-----------------------------------------------
+- Neither variable is in the head's environment (nor, so, in any Ray
+  process's).
+- ``start_head`` creates an anonymous in-memory file (``memfd_create``) and
+  hands it to the ``ray start --block`` process (``pass_fds``), which keeps it
+  open for the cluster's lifetime. Nothing is written to disk; when the head
+  stops, the file is gone.
+- ``HF_TOKEN_PATH`` — huggingface_hub's token-file location
+  (``huggingface_hub/constants.py``), read by every Hub call vLLM and Ray make
+  — points at ``<temp_dir>/hf-token``, a symlink to ``/proc/<pid>/fd/<n>``.
+  Only processes allowed to inspect the head process (its user, root) can
+  open it.
+- ``llmctl up`` writes the token a deployment names
+  (``HF_TOKEN: "${VAR}"`` in ``runtime_env.env_vars``) into that file and
+  drops the entry from what it deploys, so the replica's environment does not
+  hold it either.
+
+At start the file is seeded with the token the user's shell would give the
+Hub (``HF_TOKEN`` / ``HUGGING_FACE_HUB_TOKEN``, else the token file
+``huggingface-cli login`` wrote), so an ungated model downloads as before.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator, Mapping, Optional
+
+# The variables Ray Serve LLM propagates (ENV_VARS_TO_PROPAGATE in Ray 2.60).
+TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+LINK_NAME = "hf-token"
+
+
+def user_token(environ: Mapping[str, str] | None = None) -> str:
+    """The token huggingface_hub would use in this shell ("" when none), read
+    as huggingface_hub reads it (``_get_token_from_environment``, then the
+    token file), without importing it."""
+    env = os.environ if environ is None else environ
+    for var in TOKEN_VARS:
+        if env.get(var, "").strip():
+            return env[var].strip()
+    if env.get("HF_TOKEN_PATH"):
+        path = Path(os.path.expanduser(env["HF_TOKEN_PATH"]))
+    else:
+        home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+        path = Path(os.path.expanduser(home)) / "token"
+    try:
+        return path.read_text().strip()
+    except (OSError, ValueError):
+        return ""
+
+
+def new_token_fd(initial: str = "") -> int:
+    """An anonymous in-memory file holding ``initial``; the caller passes the
+    descriptor to the head process and closes its own copy."""
+    fd = os.memfd_create("llmctl-hf-token", 0)
+    os.write(fd, initial.encode())
+    return fd
+
+
+def link_path(temp_dir: str) -> Path:
+    return Path(temp_dir) / LINK_NAME
+
+
+def head_environ(env: dict[str, str], temp_dir: str) -> dict[str, str]:
+    """The head's environment: no token variable, ``HF_TOKEN_PATH`` set."""
+    env = {k: v for k, v in env.items() if k not in TOKEN_VARS}
+    env["HF_TOKEN_PATH"] = str(link_path(temp_dir))
+    return env
+
+
+def link(temp_dir: str, pid: int, fd: int) -> Path:
+    """Point ``<temp_dir>/hf-token`` at the head process's descriptor."""
+    p = link_path(temp_dir)
+    p.symlink_to(f"/proc/{pid}/fd/{fd}")
+    return p
+
+
+def _proc_path(pid: int, fd: Optional[int]) -> Optional[Path]:
+    return None if fd is None else Path(f"/proc/{pid}/fd/{fd}")
+
+
+def read(pid: int, fd: Optional[int]) -> Optional[str]:
+    """The token the head holds ("" for none), None if it has no token file."""
+    p = _proc_path(pid, fd)
+    try:
+        return p.read_text().strip() if p else None
+    except OSError:
+        return None
+
+
+def write(pid: int, fd: Optional[int], value: str) -> bool:
+    """Replace the token the head holds; False if it has no token file."""
+    p = _proc_path(pid, fd)
+    if p is None:
+        return False
+    try:
+        w = os.open(p, os.O_WRONLY | os.O_TRUNC)
+    except OSError:
+        return False
+    try:
+        os.write(w, value.encode())
+    finally:
+        os.close(w)
+    return True
+
+
+def token_entries(config: dict) -> Iterator[tuple[str, dict, str, Optional[str]]]:
+    """``(where, env_vars, key, value)`` for every HF token entry of every
+    runtime_env in a prepared serve config (the apps' and their LLMConfigs')."""
+    from llmctl.validate.builders import app_llm_configs
+
+    for app in config.get("applications") or []:
+        name = app.get("name") or "default"
+        envs = [(f"application {name!r}", app.get("runtime_env"))]
+        for _, llm in app_llm_configs(app):
+            if isinstance(llm, dict):
+                mid = (llm.get("model_loading_config") or {}).get("model_id")
+                envs.append((f"model {mid!r}", llm.get("runtime_env")))
+        for where, renv in envs:
+            env_vars = renv.get("env_vars") if isinstance(renv, dict) else None
+            if isinstance(env_vars, dict):
+                for key in [k for k in env_vars if k in TOKEN_VARS]:
+                    yield where, env_vars, key, env_vars[key]
+
+
+def hand_over(config: dict, pid: int, fd: Optional[int], environ: Mapping[str, str]) -> tuple[list[str], list[str], str]:
+    """Give the local head the token a prepared serve config names, and drop
+    those entries from it (see the module's docstring).
+
+    Returns ``(messages, variables handled, token)``; ``([], [], "")`` when the
+    config names no token by ``${VAR}`` or the head has no token file (a head
+    started by an older llmctl: the references then go to Ray as before).
+    Raises UsageError when no value can be had."""
+    from llmctl.errors import UsageError
+    from llmctl.sources import env_ref
+
+    refs = [(where, env_vars, key, env_ref(value)) for where, env_vars, key, value in token_entries(config)]
+    refs = [r for r in refs if r[3]]
+    held = read(pid, fd)
+    if not refs or held is None:
+        return [], [], ""
+    names = sorted({var for *_, var in refs})
+    given = {var: environ[var].strip() for var in names if environ.get(var, "").strip()}
+    messages = []
+    if len(set(given.values())) > 1:
+        raise UsageError(f"{' and '.join(names)} hold different tokens, and the local head holds one Hugging Face token "
+                         "for all its replicas: name one variable in every model config")
+    if given:
+        value = next(iter(given.values()))
+        if held and held != value:
+            messages.append("warning: the local head held another Hugging Face token; replaced (running apps use the new one "
+                            "for later downloads)")
+    elif held:
+        value = held
+        messages.append(f"{', '.join(names)} not set in this shell: the token the local head already holds is used")
+    else:
+        where, _, key, var = refs[0]
+        raise UsageError(f"{where} takes {key} from the environment variable {var}, which is not set; export {var}=... "
+                         "(a Hugging Face token with access to the model) and run `llmctl up` again")
+    if not write(pid, fd, value):
+        return [], [], ""
+    for _, env_vars, key, _ in refs:
+        env_vars.pop(key, None)
+    keys = sorted({key for _, _, key, _ in refs})
+    messages.insert(0, f"{', '.join(keys)} (from {', '.join('$' + n for n in names)}): handed to the local head in memory "
+                       "(HF_TOKEN_PATH) and left out of the deployed config, so Ray's API and logs never hold it")
+    return messages, names, value
