@@ -163,6 +163,7 @@ class Recipe(_Strict):
 
     engine_kwargs: dict[str, Any]
     source: str
+    note: Optional[str] = None  # what the recipe asks that llmctl cannot write (e.g. a chat template file)
 
 
 RECIPE_FEATURES = {
@@ -170,6 +171,8 @@ RECIPE_FEATURES = {
     "reasoning": "reasoning output (--reasoning)",
     "required": "settings the model needs to load",
     "pooling": "embedding / scoring (vLLM's pooling runner)",
+    "text_only": "text-only serving of a multimodal model (--inputs text)",
+    "image_only": "text and images, no video (--inputs image)",
 }
 
 

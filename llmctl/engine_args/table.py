@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 TABLE_PATH = Path(__file__).resolve().with_name("vllm_engine_args.json")
 TABLE_FORMAT = 1  # bump when an entry changes shape; caches of another format are rebuilt
@@ -259,13 +259,18 @@ def get_spec(name: str, specs: Optional[Mapping[str, ArgSpec]] = None) -> Option
 # Messages
 
 
-def pooling_task(engine_kwargs: Any) -> Optional[str]:
+def pooling_task(engine_kwargs: Any, architectures: Sequence[str] = ()) -> Optional[str]:
     """``"embed"`` / ``"classify"`` / … when these engine arguments run vLLM's
     pooling runner (an embedding or scoring model: served on /v1/embeddings or
-    /v1/score, not /v1/chat/completions), else None."""
+    /v1/score, not /v1/chat/completions), else None. With ``convert`` unset
+    (auto), vLLM picks the task from the architecture: a
+    ``*ForSequenceClassification`` model scores (vllm/config/model.py
+    ``_get_default_convert_type``), anything else embeds."""
     if not isinstance(engine_kwargs, Mapping):
         return None
     convert = engine_kwargs.get("convert")
     if engine_kwargs.get("runner") == "pooling" or convert in ("embed", "classify", "reward"):
-        return convert if isinstance(convert, str) and convert != "auto" else "embed"
+        if isinstance(convert, str) and convert != "auto":
+            return convert
+        return "classify" if any(str(a).endswith("ForSequenceClassification") for a in architectures) else "embed"
     return None

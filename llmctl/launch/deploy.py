@@ -122,7 +122,7 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, lo
                     src = (llm.get("model_loading_config") or {}).get("model_source", mid)
                     sources[str(mid)] = src if isinstance(src, str) else json.dumps(src)
                     llm_configs[str(mid)] = llm
-                    task = pooling_task(llm.get("engine_kwargs"))
+                    task = pooling_task(llm.get("engine_kwargs"), _architectures(src, path.parent))
                     if task:
                         pooling[str(mid)] = task
                 _fill_env(llm.get("runtime_env"), f"model {mid!r}", env, secrets, used, path, send_tokens)
@@ -130,6 +130,20 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, lo
     if len(set(names)) != len(names):
         raise UsageError(f"{path}: two applications have the same name")
     return Prepared(config, names, model_ids, sources, secrets, used, pooling, llm_configs)
+
+
+def _architectures(source, base_dir: Path) -> list[str]:
+    """The model's architectures where llmctl knows them offline (catalog, local config.json)."""
+    from llmctl.catalog import known_profile
+    from llmctl.errors import LlmctlError
+
+    if not isinstance(source, str):
+        return []
+    try:
+        prof = known_profile(source, base_dir)
+    except LlmctlError:  # an unreadable config.json: validate has reported it
+        return []
+    return list(prof.architecture.architectures) if prof is not None and prof.architecture is not None else []
 
 
 def _fill_env(runtime_env, where: str, env, secrets: list[str], used: list[str], path: Path, fill: bool = True) -> None:

@@ -19,7 +19,7 @@ from llmctl import engine_args as EA
 from llmctl import spec as S
 from llmctl.catalog import ModelProfile
 from llmctl.errors import UsageError
-from llmctl.prompts.session import Flags, Session, ask_confirm, ask_text
+from llmctl.prompts.session import Flags, Session, ask_confirm, ask_select, ask_text
 
 NAMED = (
     ("--dtype", "dtypes", "dtype"),
@@ -77,7 +77,33 @@ def recipe_args(session: Session, flags: Flags, profile: ModelProfile) -> dict[s
             value = ask_confirm(f"Turn on {feature.replace('_', ' ')} for {profile.id} ({shown})?", False)
         if value:
             out.update(recipe)
+    out.update(_inputs_recipe(session, flags, profile))
     return out
+
+
+INPUTS = {"all": None, "image": "image_only", "text": "text_only"}
+
+
+def _inputs_recipe(session: Session, flags: Flags, profile: ModelProfile) -> dict[str, Any]:
+    """The multimodal limits of the catalog recipe for ``--inputs text|image``."""
+    inputs = flags.inputs
+    if inputs is not None and str(inputs).strip().lower() not in INPUTS:
+        raise UsageError(f"--inputs {inputs!r}: expected all, image or text")
+    offered = [(k, f) for k, f in INPUTS.items() if f and profile.recipes.get(f)]
+    if inputs is None and offered and session.interactive and not session.assume_yes:
+        choices = [("text, images and video (vLLM's default)", "all")] + [
+            (f"{'text and images, no video' if k == 'image' else 'text only'} ({', '.join(f'{a}={b}' for a, b in profile.recipe_for(f).items())})", k)
+            for k, f in offered]
+        inputs = ask_select(f"What will {profile.id} take as input?", choices, default="all")
+    feature = INPUTS.get(str(inputs or "all").strip().lower())
+    if feature is None:
+        return {}
+    recipe = profile.recipe_for(feature)
+    if not recipe:
+        raise UsageError(f"--inputs {inputs}: {profile.id} has no {'text-only' if feature == 'text_only' else 'image-only'} "
+                         "recipe in llmctl's catalog (multimodal models with a vLLM recipe for it have one); give the "
+                         "limits with --engine-arg (e.g. limit_mm_per_prompt={\"video\": 0})")
+    return recipe
 
 
 def ask_engine_args(session: Session, flags: Flags, pm, i: int, profile: ModelProfile) -> dict[str, Any]:

@@ -45,6 +45,7 @@ class Flags:
     trust_remote_code: Optional[bool] = None
     tool_calling: Optional[bool] = None
     reasoning: Optional[bool] = None
+    inputs: Optional[str] = None  # all | image | text (multimodal recipes)
     fast_download: Optional[bool] = None
     gpu_memory_utilization: Optional[float] = None
     app_name: Optional[str] = None
