@@ -232,8 +232,8 @@ async def _run(s: BenchSettings, stop: threading.Event, sample: Optional[Callabl
                 for smp in await asyncio.to_thread(sample):
                     smp.t = res.seconds
                     res.timeline.append(smp)
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception as e:  # noqa: BLE001 - as in sampler(): recorded, never the end of the run
+                res.timeline.append(ReplicaSample(res.seconds, "?", 0, None, f"status failed: {e}"))
         side.cancel()
         guard.cancel()
     return res

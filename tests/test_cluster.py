@@ -316,3 +316,37 @@ def test_down_cluster_stops_head_by_pid(llmctl_home, monkeypatch):
                        stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip
     assert p.returncode == 0, (p.stdout, p.stderr)
     assert "no local Ray head was running" in p.stdout
+
+
+def test_a_dashboard_that_does_not_answer_is_a_timeout_not_no_cluster(tmp_path):
+    """Issue 7: a cluster that takes the connection but does not answer in
+    time is RequestTimeout (exit 1); nothing listening is ClusterUnreachable
+    (exit 3). Through the CLI too: one line, no traceback."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from llmctl.errors import RequestTimeout
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # accepts (the kernel completes the handshake) and never answers
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    try:
+        with pytest.raises(RequestTimeout) as e:
+            serve_api.ServeClient(url, timeout=0.5).status()
+        assert e.value.exit_code == 1 and url in e.value.message
+        p = subprocess.run([sys.executable, "-m", "llmctl", "status", "--address", url], capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, timeout=120, env={**os.environ, "LLMCTL_HOME": str(tmp_path)})
+        assert p.returncode == 1, p.stderr
+        assert p.stderr.startswith("error: ") and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+    finally:
+        silent.close()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    with pytest.raises(ClusterUnreachable) as e:
+        serve_api.ServeClient(f"http://127.0.0.1:{port}", timeout=0.5).status()
+    assert e.value.exit_code == 3

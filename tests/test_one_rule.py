@@ -123,3 +123,21 @@ def test_python_api_validate_files_gives_codes(tmp_path):
                  "accelerator_type: L4\nengine_kwargs: {tensor_parallel_size: 1, max_model_len: 8192, max_num_seq: 4}\n")
     codes = {d.code for d in llmctl.validate_files([f])}
     assert {"does-not-fit", "unknown-engine-arg"} <= codes
+
+
+def test_a_failing_check_is_a_warning_and_surfaces_with_debug(monkeypatch):
+    """Issue 7: a bug inside one validate check never crashes validate (a
+    `check-failed` warning, the other checks run) but is not hidden either:
+    with --debug (LLMCTL_DEBUG=1) it is raised with its traceback."""
+    from llmctl.validate.documents import _Doc, _Sink
+
+    sink = _Sink(_Doc("f.yaml", "engine_kwargs: {}\n"))
+    monkeypatch.delenv("LLMCTL_DEBUG", raising=False)
+    with sink.guard("example", ("engine_kwargs",)):
+        raise KeyError("boom")
+    (d,) = sink.items
+    assert d.code == "check-failed" and d.severity == "warning" and "KeyError" in d.message
+    monkeypatch.setenv("LLMCTL_DEBUG", "1")
+    with pytest.raises(KeyError):
+        with sink.guard("example"):
+            raise KeyError("boom")

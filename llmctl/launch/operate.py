@@ -40,6 +40,13 @@ class StatusReport:
 
 
 def status(address: str | None = None) -> StatusReport:
+    """The applications on a cluster (the local head llmctl started, or
+    ``address``: a dashboard URL, GCS ``host:port`` or ``ray://host:port``):
+    each app's status, deployments, replica states and Serve's autoscaling
+    decisions, the endpoint a client can reach, the nodes with their Serve
+    proxies, and for a failed app the cause and fix llmctl found in its logs.
+    Reads Ray's REST API only. Raises ClusterUnreachable (exit 3) or
+    RequestTimeout (exit 1)."""
     target = _address.resolve_target(address)
     client = ServeClient(target.dashboard_url, timeout=5)
     st = client.status()

@@ -7,6 +7,7 @@ that callers and tests match instead of message text.
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,10 +127,13 @@ class _Sink:
     def guard(self, what: str, loc: tuple = ()):
         """Run one check; an exception inside it (an llmctl bug on input it did
         not foresee) becomes a warning at ``loc`` instead of a crash, and the
-        other checks still run."""
+        other checks still run. With ``--debug`` (LLMCTL_DEBUG=1) it is raised,
+        so the traceback shows where."""
         try:
             yield
         except Exception as e:  # noqa: BLE001 - any failure of a check is reported, never raised
+            if os.environ.get("LLMCTL_DEBUG") == "1":
+                raise
             self.warn(loc, f"llmctl's {what} check failed on this input and was skipped "
                            f"({type(e).__name__}: {str(e)[:200]}); please report it", code="check-failed")
 
