@@ -107,3 +107,12 @@ def test_version_guard_names_both_versions(vllm, fragment):
         assert c.warning is None
     else:
         assert fragment in c.warning and f"vLLM {vllm}" in c.warning and f"Ray {c.ray}" in c.warning
+
+
+def test_validate_sizes_a_quantized_config_as_gen_config_does(capsys, tmp_path):
+    """--quantization fp8 lets Llama-3.1-70B fit on L4s; the files gen-config
+    writes must validate (validate sizes through sizing.sizing_options too)."""
+    r = run_cli(capsys, "gen-config", "-m", "llama-3.1-70b-instruct", "--gpu", "L4", "--quantization", "fp8", "--yes",
+                "-o", tmp_path)
+    assert r.code == 0, r.err
+    assert load_yaml(tmp_path / "model_config" / "llama-3.1-70b-instruct.yaml")["engine_kwargs"]["quantization"] == "fp8"

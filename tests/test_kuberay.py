@@ -15,7 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import REPO, run_subprocess
+from helpers import REPO, run_cli, run_subprocess
 from llmctl.errors import UsageError
 from llmctl.genconfig import generate
 from llmctl.kuberay import manifest as M
@@ -334,6 +334,32 @@ def test_schema_alone_misses_what_the_validator_catches(base):
     print(f"\nschema alone catches {len(BROKEN) - len(missed)}/{len(BROKEN)}; llmctl {len(BROKEN)}/{len(BROKEN)}; "
           f"schema misses: {missed}")
     assert "GPUs per pod < TP" in missed and "num-gpus an int" not in missed
+
+
+ODD = [  # wrong types where the checks expect lists and mappings: diagnostics, never a failed check
+    ("workerGroupSpecs a number", lambda rs: rs["spec"]["rayClusterConfig"].__setitem__("workerGroupSpecs", 1.5)),
+    ("env a number", lambda rs: _wc(rs).__setitem__("env", 3)),
+    ("head resources a string", lambda rs: (
+        rs["spec"]["rayClusterConfig"].__setitem__("enableInTreeAutoscaling", True),
+        rs["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0].__setitem__("resources", "x"))),
+    ("serveConfigV2 applications a number", lambda rs: rs["spec"].__setitem__("serveConfigV2", "applications: 1.5\n")),
+]
+
+
+@pytest.mark.parametrize("case", ODD, ids=[c[0] for c in ODD])
+def test_odd_types_are_errors_not_failed_checks(case, base):
+    rs = copy.deepcopy(base)
+    case[1](rs)
+    diags = validate_text("rs.yaml", yaml.dump(rs, Dumper=_Dumper, sort_keys=False))
+    assert [d for d in diags if d.is_error] and not [d for d in diags if d.code == "check-failed"], [str(d) for d in diags]
+
+
+def test_odd_files_never_crash_validate(capsys, tmp_path):
+    for name, text, code in (("complex-key.yaml", "? [a, b]\n: c\n", 2),
+                             ("secret.yaml", "apiVersion: v1\nkind: Secret\nmetadata: oops\n", 0)):
+        (tmp_path / name).write_text(text)
+        r = run_cli(capsys, "validate", tmp_path / name)
+        assert r.code == code and "internal error" not in r.err, (name, r.err)
 
 
 # --------------------------------------------------------------------------

@@ -26,6 +26,7 @@ def test_corpus_size_and_sources():
         for f in d.rglob("*.yaml"):
             first = f.read_text().splitlines()[0]
             assert first.startswith("# Follows the pattern of https://github.com/"), f
+            assert not first.split()[5].endswith("/"), f"{f}: cite a file, not a folder"
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])

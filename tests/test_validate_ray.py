@@ -5,6 +5,8 @@ ray_actor_options merged into the first placement bundle."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,10 @@ import yaml
 
 from helpers import run_cli
 from llmctl.validate import builders
+
+# Ray Serve LLM's builder modules import vLLM (or SGLang) at import time.
+NEEDS_VLLM = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                                reason="Ray Serve LLM's builders import vLLM (the cpu extra: make setup)")
 
 MODEL = {
     "model_loading_config": {"model_id": "qwen", "model_source": "Qwen/Qwen2.5-7B-Instruct"},
@@ -50,6 +56,7 @@ def _lines(r) -> list[str]:
 # builders
 
 
+@NEEDS_VLLM
 def test_builder_fields_match_the_installed_ray():
     from ray.llm._internal.serve.core.ingress.builder import LLMServingArgs
     from ray.llm._internal.serve.serving_patterns.data_parallel.builder import DPOpenAiServingArgs
@@ -60,6 +67,7 @@ def test_builder_fields_match_the_installed_ray():
     assert set(PDServingArgs.model_fields) == builders.PD.fields
 
 
+@NEEDS_VLLM
 @pytest.mark.parametrize("path", sorted(builders.KNOWN_PATHS))
 def test_known_import_paths_exist_in_the_installed_ray(path):
     from ray._common.utils import import_attr
@@ -167,14 +175,25 @@ def test_cluster_only_paths_and_classes_warn_unless_local(capsys, tmp_path):
     r = run_cli(capsys, "validate", "--local", f)
     assert r.code == 2
     assert f"{f}:12: server_cls: module 'my_vllm_plugin.server' is not importable on this machine" in _lines(r)
+    # A custom request router: Serve imports it where the app is built, so here it is a warning too.
+    routed = _write(tmp_path / "r.yaml", _model(deployment_config__request_router_config={
+        "request_router_class": "my_router.mod:Router", "request_router_kwargs": {"k": 1}}))
+    r = run_cli(capsys, "validate", routed)
+    assert r.code == 0, r.err
+    assert "request_router_config.request_router_class: warning: module 'my_router.mod' is not importable" in r.err
+    assert run_cli(capsys, "validate", "--local", routed).code == 2
     # Ray's own classes are found without importing them.
     assert run_cli(capsys, "validate", "--local", _write(tmp_path / "ok.yaml", _model(
         server_cls="ray.llm._internal.serve.core.server.llm_server:LLMServer"))).code == 0
 
 
-def test_global_debug_flag_after_the_subcommand(capsys, tmp_path):
+def test_global_debug_flag_after_the_subcommand(capsys, tmp_path, monkeypatch):
+    # --debug sets LLMCTL_DEBUG in this process; monkeypatch removes it after, or
+    # every later in-process test would re-raise its errors as tracebacks.
+    monkeypatch.setenv("LLMCTL_DEBUG", "0")
     f = _write(tmp_path / "m.yaml", MODEL)
     assert run_cli(capsys, "validate", f, "--debug").code == 0
+    assert os.environ["LLMCTL_DEBUG"] == "1"  # taken as the global option
     assert run_cli(capsys, "validate", "--debug", f).code == 0
 
 

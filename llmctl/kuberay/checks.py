@@ -35,6 +35,14 @@ _SIM_LIMIT = 4096  # replicas or pods beyond this: GPU arithmetic only, no bundl
 Add = Callable[..., None]  # add(loc, message, severity="error", code=...)
 
 
+def _dict(v) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v) -> list:
+    return v if isinstance(v, list) else []
+
+
 def _cluster(obj: dict) -> dict:
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
     rc = spec.get("rayClusterConfig")
@@ -72,7 +80,7 @@ def operator_rules(obj: dict, add: Add) -> None:
         add(("spec",), "no serveConfigV2: the RayService would start a cluster and serve nothing", code="k8s-no-serve-config")
     rc = _cluster(obj)
     seen: dict[str, int] = {}
-    for i, g in enumerate(rc.get("workerGroupSpecs") or []):
+    for i, g in enumerate(_list(rc.get("workerGroupSpecs"))):
         if not isinstance(g, dict):
             continue
         loc = ("spec", "rayClusterConfig", "workerGroupSpecs", i)
@@ -94,13 +102,13 @@ def operator_rules(obj: dict, add: Add) -> None:
     head = rc.get("headGroupSpec") if isinstance(rc.get("headGroupSpec"), dict) else {}
     if rc.get("enableInTreeAutoscaling"):
         hc = _containers(head)
-        limits = ((hc[0].get("resources") or {}).get("limits") or {}) if hc else {}
+        limits = _dict(_dict(hc[0].get("resources")).get("limits")) if hc else {}
         if hc and not {"cpu", "memory"} <= set(limits):
             add(("spec", "rayClusterConfig", "headGroupSpec", "template", "spec", "containers", 0, "resources"),
                 "set cpu and memory limits on the head with the autoscaler on (the autoscaler fails without them, "
                 "kuberay#2612)", "warning", code="k8s-head")
     for loc, c in _all_containers(rc):
-        for j, e in enumerate(c.get("env") or []):
+        for j, e in enumerate(_list(c.get("env"))):
             if isinstance(e, dict) and isinstance(e.get("name"), str) and _SECRET_ENV.search(e["name"]) \
                     and isinstance(e.get("value"), str) and e["value"] and not e["value"].startswith("$("):
                 add(loc + ("env", j, "value"), f"{e['name']} holds a literal value: anyone who can read the RayService reads "
@@ -117,18 +125,18 @@ def _all_containers(rc: dict):
     head = rc.get("headGroupSpec") if isinstance(rc.get("headGroupSpec"), dict) else {}
     for j, c in enumerate(_containers(head)):
         yield ("spec", "rayClusterConfig", "headGroupSpec", "template", "spec", "containers", j), c
-    for i, g in enumerate(rc.get("workerGroupSpecs") or []):
+    for i, g in enumerate(_list(rc.get("workerGroupSpecs"))):
         if isinstance(g, dict):
             for j, c in enumerate(_containers(g)):
                 yield ("spec", "rayClusterConfig", "workerGroupSpecs", i, "template", "spec", "containers", j), c
 
 
 def _has_shm(group: dict) -> bool:
-    spec = (group.get("template") or {}).get("spec") or {}
-    vols = {v.get("name") for v in spec.get("volumes") or [] if isinstance(v, dict)
+    spec = _dict(_dict(group.get("template")).get("spec"))
+    vols = {v.get("name") for v in _list(spec.get("volumes")) if isinstance(v, dict)
             and isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"}
     return any(isinstance(m, dict) and m.get("mountPath") == "/dev/shm" and m.get("name") in vols
-               for c in _containers(group) for m in c.get("volumeMounts") or [])
+               for c in _containers(group) for m in _list(c.get("volumeMounts")))
 
 
 # --------------------------------------------------------------------------
@@ -139,7 +147,7 @@ def groups(obj: dict, add: Optional[Add] = None) -> list[Group]:
     rc = _cluster(obj)
     auto = bool(rc.get("enableInTreeAutoscaling"))
     out = []
-    for i, g in enumerate(rc.get("workerGroupSpecs") or []):
+    for i, g in enumerate(_list(rc.get("workerGroupSpecs"))):
         if isinstance(g, dict):
             grp = read_group(g, i, auto)
             if add is not None:
@@ -163,7 +171,7 @@ def gpu_arithmetic(obj: dict, serve: dict, add: Add, add_serve: Add) -> None:
     rc = _cluster(obj)
     gpu_groups = [g for g in grps if g.gpus]
     ds = demands(serve)
-    llm_slots = [(("applications", i) + slot, c) for i, app in enumerate(serve.get("applications") or [])
+    llm_slots = [(("applications", i) + slot, c) for i, app in enumerate(_list(serve.get("applications")))
                  for slot, c in app_llm_configs(app) if isinstance(c, dict)]
     wanted = {str(c.get("accelerator_type")) for _, c in llm_slots if isinstance(c.get("accelerator_type"), str)}
     unknown = _infer_types(gpu_groups, wanted)

@@ -27,7 +27,8 @@ def manifest_nodes(text: str) -> Optional[list[Any]]:
     None (raises yaml.YAMLError on malformed YAML)."""
     nodes = [n for n in yaml.compose_all(text, Loader=yaml.SafeLoader) if n is not None]
     for n in nodes:
-        if isinstance(n, yaml.MappingNode) and {getattr(k, "value", None) for k, _ in n.value} >= {"apiVersion", "kind"}:
+        keys = {k.value for k, _ in n.value if isinstance(k, yaml.ScalarNode)} if isinstance(n, yaml.MappingNode) else set()
+        if keys >= {"apiVersion", "kind"}:
             return nodes
     return None
 
@@ -47,7 +48,8 @@ def validate_manifest(path: str, nodes: list[Any], *, check_doc) -> list[Diagnos
         if not isinstance(doc.data, dict):
             sink.add((), "expected a mapping (a Kubernetes object)", code="not-a-config")
         elif doc.data.get("kind") != "RayService":
-            sink.add((), f"kind {doc.data.get('kind')!r} ({(doc.data.get('metadata') or {}).get('name', '?')}): not checked; "
+            meta = doc.data.get("metadata") if isinstance(doc.data.get("metadata"), dict) else {}
+            sink.add((), f"kind {doc.data.get('kind')!r} ({meta.get('name', '?')}): not checked; "
                          "llmctl validates RayService objects", "note", code="k8s-skipped")
         else:
             with sink.guard("RayService"):
@@ -114,7 +116,8 @@ def _serve_rules(serve: dict, add) -> None:
     if isinstance(port, int) and port != 8000:
         add(("http_options", "port"), f"{port}: KubeRay's serve Service and readiness probe use the container port named "
                                       "serve (8000 in llmctl's manifests); make them equal", "warning", code="k8s-http-port")
-    for i, app in enumerate(serve.get("applications") or []):
+    apps = serve.get("applications")
+    for i, app in enumerate(apps if isinstance(apps, list) else []):
         for slot, entry in app_llm_configs(app):
             if isinstance(entry, str):
                 add(("applications", i) + slot, f"'{entry}' is a file path: the operator sends serveConfigV2 to the cluster as "

@@ -167,10 +167,15 @@ def _check_engine_kwargs(ek: dict, sink: _Sink) -> tuple[int, int, Optional[int]
 
 
 def _version_skew() -> Optional[str]:
-    """"Ray's vllm==0.29.0" when the installed vLLM is not the one Ray pins."""
+    """"Ray's vllm==0.29.0" when the vLLM the keys are checked against (the
+    installed one; without one, the one llmctl's table was built from) is not
+    the one Ray pins."""
+    from llmctl import engine_args as EA
     from llmctl.compat import check
 
     vc = check()
+    if vc.vllm is None:
+        vc = check(EA.load_table()[1].get("vllm_version"))
     return f"Ray's vllm{vc.pinned}" if vc.warning and vc.pinned else None
 
 
@@ -218,10 +223,8 @@ def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp
     if arch is None or gpu is None or not gpu.memory_gib or any(sink.has(("engine_kwargs", k)) for k in keys):
         return None
     try:
-        plan = sizing.plan_for_gpu(
-            arch, gpu, tp=tp, pp=pp, max_model_len=mml, gpu_memory_utilization=ek.get("gpu_memory_utilization"),
-            dtype=str(ek.get("dtype", "auto")), kv_cache_dtype=str(ek.get("kv_cache_dtype", "auto")),
-        )
+        # the mapping gen-config sizes with: quantization beats dtype, fp8 KV cache, max_num_seqs
+        plan = sizing.plan_for_gpu(arch, gpu, tp=tp, pp=pp, max_model_len=mml, **sizing.sizing_options(ek))
     except sizing.SizingError as e:
         sink.warn(("engine_kwargs",), f"cannot size this model: {e.message}; the fit check was skipped", code="not-sized")
         return None
@@ -297,6 +300,10 @@ def _ray_llm_config(data: dict, sink: _Sink) -> None:
     data = copy.deepcopy(data)
     if isinstance(data.get("server_cls"), str):
         data["server_cls"] = None  # Ray imports it; _check_classes looked for it without running code
+    dc = data.get("deployment_config")
+    rrc = dc.get("request_router_config") if isinstance(dc, dict) else None
+    if isinstance(rrc, dict) and isinstance(rrc.get("request_router_class"), str):
+        del rrc["request_router_class"]  # the same: Serve's RequestRouterConfig imports it
     try:
         LLMConfig.model_validate(data)
     except ValidationError as e:
