@@ -188,13 +188,19 @@ def test_cluster_only_paths_and_classes_warn_unless_local(capsys, tmp_path):
 
 
 def test_global_debug_flag_after_the_subcommand(capsys, tmp_path, monkeypatch):
-    # --debug sets LLMCTL_DEBUG in this process; monkeypatch removes it after, or
-    # every later in-process test would re-raise its errors as tracebacks.
-    monkeypatch.setenv("LLMCTL_DEBUG", "0")
+    from llmctl.cli import main
+    from llmctl.errors import LlmctlError
+
+    monkeypatch.delenv("LLMCTL_DEBUG", raising=False)
     f = _write(tmp_path / "m.yaml", MODEL)
     assert run_cli(capsys, "validate", f, "--debug").code == 0
-    assert os.environ["LLMCTL_DEBUG"] == "1"  # taken as the global option
     assert run_cli(capsys, "validate", "--debug", f).code == 0
+    # taken as the global option: an error is raised with its traceback instead of one line
+    bad = ["validate", str(f), "--working-dir", str(tmp_path / "no-such-dir")]
+    with pytest.raises(LlmctlError):
+        main([*bad, "--debug"])
+    assert main(bad) == 2
+    assert "LLMCTL_DEBUG" not in os.environ  # for this call only: nothing leaks into later in-process calls
 
 
 # --------------------------------------------------------------------------

@@ -54,10 +54,21 @@ from llmctl.cli import kuberay as _kuberay  # noqa: E402,F401
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: one handler maps errors to exit codes."""
-    from llmctl.cli.console import error
-
     argv = _global_options_first(list(sys.argv[1:] if argv is None else argv))
     debug = os.environ.get("LLMCTL_DEBUG") == "1" or "--debug" in argv
+    before = os.environ.get("LLMCTL_DEBUG")
+    try:
+        return _run(argv, debug)
+    finally:  # --debug reaches the core through LLMCTL_DEBUG for this call only (in-process callers, tests)
+        if before is None:
+            os.environ.pop("LLMCTL_DEBUG", None)
+        else:
+            os.environ["LLMCTL_DEBUG"] = before
+
+
+def _run(argv: list[str], debug: bool) -> int:
+    from llmctl.cli.console import error
+
     try:
         rv = app(args=argv, prog_name="llmctl", standalone_mode=False)
     except LlmctlError as e:

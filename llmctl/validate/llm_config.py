@@ -294,7 +294,13 @@ def _check_classes(data: dict, sink: _Sink, local_node: bool) -> None:
 
 
 def _ray_llm_config(data: dict, sink: _Sink) -> None:
+    import logging
+
     from pydantic import ValidationError
+
+    # Without torch / transformers (no cpu extra) Ray logs "Could not import torch" on
+    # stderr while importing LLMConfig, which needs neither to validate.
+    logging.getLogger("ray.llm._internal.common.utils.import_utils").setLevel(logging.ERROR)
     from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 
     data = copy.deepcopy(data)
