@@ -49,7 +49,7 @@ class GPUType:
 GPUS: dict[str, GPUType] = {
     g.name: g
     for g in [
-        GPUType("L4", "L4", 22.49, "24 GB", 8, "UNVERIFIED: nvidia-smi 23034MiB as typed; no public vLLM log of an L4 total found yet"),
+        GPUType("L4", "L4", 22.05, "24 GB", 8, "vLLM message 'Free memory on device cuda:0 (19.77/22.05 GiB) on startup ... (0.9, 19.84 GiB)' on 'NVIDIA L4 (22.05 GiB total)' in vLLM's CI (pytorch/pytorch#175666); nvidia-smi shows 23034MiB"),
         GPUType("A10G", "A10G", 22.49, "24 GB", 8, "UNVERIFIED: nvidia-smi 23028MiB as typed; no public vLLM log of an A10G total found yet"),
         GPUType("L40S", "L40S", 44.99, "48 GB", 8, "UNVERIFIED: nvidia-smi 46068MiB as typed; no public vLLM log of an L40S total found yet"),
         GPUType("A100-40G", "A100-40G", 39.49, "40 GB", 8, "vLLM log 'Free memory on device (39.0/39.49 GiB) on startup' quoted in a public vLLM-issue digest (40 GB-class GPU; the device is not named there): partly verified"),

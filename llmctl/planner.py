@@ -72,13 +72,15 @@ def plan(
     dtype: str = "auto",
     kv_cache_dtype: str = "auto",
     min_concurrency: Optional[float] = None,
+    vllm_version: Optional[str] = None,
 ) -> PlanTable:
     """Weights, KV cache, concurrency and a verdict per GPU type and TP size.
 
     Without ``tp``, one row per valid TP size on one node, the advised one
     marked (``row["advised"]``, with ``row["reasons"]``); without
-    ``max_model_len``, the context llmctl would choose. Raises UsageError with
-    gen-config's message for a bad value."""
+    ``max_model_len``, the context llmctl would choose. ``vllm_version`` is the
+    vLLM whose memory profile is modelled (default: the one the installed Ray
+    pins). Raises UsageError with gen-config's message for a bad value."""
     if min_concurrency is not None and min_concurrency <= 0:
         raise UsageError(f"--min-concurrency: must be a positive number (got {min_concurrency:g})")
     gmu = parse_flag("--gpu-memory-utilization", spec.parse_gpu_memory_utilization, gpu_memory_utilization)
@@ -86,6 +88,11 @@ def plan(
         raise UsageError(f"--dtype: unknown dtype '{dtype}'; choose one of: {', '.join(sizing.DTYPE_CHOICES)}")
     if str(kv_cache_dtype).lower() not in sizing.KV_CACHE_DTYPE_CHOICES:
         raise UsageError(f"--kv-cache-dtype: unknown '{kv_cache_dtype}'; choose one of: {', '.join(sizing.KV_CACHE_DTYPE_CHOICES)}")
+    if vllm_version is not None:
+        try:
+            vllm_version = sizing.parse_vllm_version(vllm_version).text
+        except sizing.SizingError as e:
+            raise UsageError(f"--vllm-version: {e}") from None
     gpus = gpu_types(gpu, gpu_memory)
     profile = model if isinstance(model, ModelProfile) else parse_flag("--model", resolve_model, model)
     arch = profile.architecture
@@ -96,7 +103,8 @@ def plan(
     tp_n = parse_flag("--tp", lambda v: spec.parse_tp(v, arch=arch, gpu=gpus[0], pp=pp_n), tp)
     mml = parse_flag("--max-model-len", lambda v: spec.parse_max_model_len(v, arch=arch), max_model_len)
 
-    kw: dict[str, Any] = dict(gpu_memory_utilization=gmu, dtype=str(dtype).lower(), kv_cache_dtype=str(kv_cache_dtype).lower())
+    kw: dict[str, Any] = dict(gpu_memory_utilization=gmu, dtype=str(dtype).lower(), kv_cache_dtype=str(kv_cache_dtype).lower(),
+                              vllm_version=vllm_version)
     table = PlanTable(profile, [], parameters=parameters(arch))
     for g in gpus:
         choice = sizing.choose(arch, g, tp=tp_n, pp=pp_n, max_model_len=mml, min_concurrency=min_concurrency, **kw)

@@ -411,35 +411,36 @@ def test_bad_options_are_one_line_errors():
         M.build(local, "serve.yaml", M.KubeOptions())
 
 
-def test_cli_writes_validates_and_never_overwrites(tmp_path):
+def test_cli_writes_validates_and_never_overwrites(capsys, tmp_path):
+    """The console script once (a real process, no terminal); the rest in process through the same entry point."""
     gen = run_subprocess("gen-config", "-m", "llama-3.1-8b-instruct", "--gpu", "L4", "--tp", "2", "--min-replicas", "1",
                          "--max-replicas", "2", "--yes", "-o", tmp_path)
     assert gen.code == 0, gen.err
     serve = next(tmp_path.glob("serve_*.yaml"))
-    r = run_subprocess("kuberay", serve)
+    r = run_cli(capsys, "kuberay", serve)
     assert r.code == 2 and r.err.count("\n") == 1 and r.err.startswith("error: --hf-secret"), r.err  # gated, no Secret named
-    r = run_subprocess("kuberay", serve, "--hf-secret", "hf-token:hf_token", "--node-selector", "gke")
+    r = run_cli(capsys, "kuberay", serve, "--hf-secret", "hf-token:hf_token", "--node-selector", "gke")
     assert r.code == 0, r.err
     out = M.default_output(serve)
     assert out.exists() and f"kubectl apply -f {out}" in r.out
     before = out.read_text()
-    again = run_subprocess("kuberay", serve, "--hf-secret", "hf-token:hf_token", "--upgrade-strategy", "None")
+    again = run_cli(capsys, "kuberay", serve, "--hf-secret", "hf-token:hf_token", "--upgrade-strategy", "None")
     assert again.code == 2 and "already exists" in again.err and out.read_text() == before
-    stdout = run_subprocess("kuberay", serve, "--hf-secret", "hf-token:hf_token", "-o", "-")
+    stdout = run_cli(capsys, "kuberay", serve, "--hf-secret", "hf-token:hf_token", "-o", "-")
     assert stdout.code == 0 and yaml.safe_load(stdout.out)["kind"] == "RayService"
-    v = run_subprocess("validate", out)
+    v = run_cli(capsys, "validate", out)
     assert v.code == 0, v.err
     broken = tmp_path / "broken.yaml"
     broken.write_text(before.replace("nvidia.com/gpu: '2'", "nvidia.com/gpu: '1'"))
-    v = run_subprocess("validate", broken, "--json")
+    v = run_cli(capsys, "validate", broken, "--json")
     assert v.code == 2
     errs = [d for d in v.json()["diagnostics"] if d["severity"] == "error"]
     assert [d["code"] for d in errs] == ["k8s-gpus"] and errs[0]["line"] > 1
-    both = run_subprocess("gen-config", "-m", "qwen2.5-7b-instruct", "--gpu", "H100", "--yes", "--kuberay",
+    both = run_cli(capsys, "gen-config", "-m", "qwen2.5-7b-instruct", "--gpu", "H100", "--yes", "--kuberay",
                           "-o", tmp_path / "k")
     assert both.code == 0, both.err
     written = sorted(p.name.split("_")[0] for p in (tmp_path / "k").glob("*.yaml"))
     assert written == ["rayservice", "serve"]
-    flag_alone = run_subprocess("gen-config", "-m", "qwen2.5-7b-instruct", "--gpu", "H100", "--yes", "--hf-secret", "a:b",
+    flag_alone = run_cli(capsys, "gen-config", "-m", "qwen2.5-7b-instruct", "--gpu", "H100", "--yes", "--hf-secret", "a:b",
                                 "-o", tmp_path / "n")
     assert flag_alone.code == 2 and "--kuberay" in flag_alone.err and not (tmp_path / "n").exists()

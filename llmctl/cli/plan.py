@@ -26,10 +26,11 @@ def plan_cmd(
     tp: Annotated[Optional[str], typer.Option("--tp", metavar="N", help="Tensor-parallel size; default: every valid size on one node, the advised one marked.")] = None,
     pp: Annotated[str, typer.Option("--pp", metavar="N", help="Pipeline-parallel size.")] = "1",
     max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", metavar="TOKENS", help="Context length (8192 or 8k); default: llmctl's choice (the model's context, capped at 32k, or the most that fits).")] = None,
-    gpu_memory_utilization: Annotated[Optional[float], typer.Option("--gpu-memory-utilization", metavar="FRACTION", help="vLLM's gpu_memory_utilization (default 0.9).")] = None,
+    gpu_memory_utilization: Annotated[Optional[float], typer.Option("--gpu-memory-utilization", metavar="FRACTION", help="vLLM's gpu_memory_utilization (default: that vLLM's, 0.92 from 0.20, 0.9 before).")] = None,
     dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="Weight dtype: auto (checkpoint), bfloat16, float16, float32, fp8, int8, int4/awq/gptq.")] = "auto",
     kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype", metavar="DTYPE", help="KV cache dtype: auto or fp8.")] = "auto",
     min_concurrency: Annotated[Optional[float], typer.Option("--min-concurrency", metavar="N", help="Advise only TP sizes holding at least this many concurrent full-length requests.")] = None,
+    vllm_version: Annotated[Optional[str], typer.Option("--vllm-version", metavar="X.Y.Z", help="The vLLM whose start-up memory profile to model (default: the one the installed Ray pins).")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Estimate weights, KV cache and concurrency per GPU; advise a TP size."""
@@ -39,7 +40,7 @@ def plan_cmd(
         raise UsageError("no model given; pass --model (a catalog id from `llmctl models`, an HF repo id or a directory)")
     table = plan(model, gpu=gpu, gpu_memory=gpu_memory, tp=tp, pp=pp, max_model_len=max_model_len,
                  gpu_memory_utilization=gpu_memory_utilization, dtype=dtype, kv_cache_dtype=kv_cache_dtype,
-                 min_concurrency=min_concurrency)
+                 min_concurrency=min_concurrency, vllm_version=vllm_version)
     if json_:
         print_json(table.to_json())
         return
@@ -84,7 +85,11 @@ def _render(profile, arch, rows: list[dict[str, Any]], params: dict[str, int], e
             if w not in seen:
                 seen.add(w)
                 out.print(f"note: {w}", markup=False)
-    out.print("Estimates follow vLLM's start-up memory profile (docs/sizing.md).", markup=False)
+    if rows:
+        out.print(f"Estimates follow vLLM {rows[0]['vllm_version']}'s start-up memory profile (docs/sizing.md); "
+                  f"tight allows for a {min(r['margin'] for r in rows):.0%} error"
+                  + (f" ({max(r['margin'] for r in rows):.0%} where approximate)"
+                     if any(r['approximate'] for r in rows) else "") + ".", markup=False)
     if advised:
         r = advised[0]
         gpu_flag = f" --gpu {r['gpu']}" if " GiB" not in r["gpu"] else ""

@@ -16,8 +16,10 @@ The model follows what vLLM (V1 engine) does at start-up, step by step:
 
 Modules: :mod:`.formats` (bytes per dtype / quantization), :mod:`.params`
 (parameter counts, weight bytes, TP rules), :mod:`.kv` (KV bytes and
-capacity), :mod:`.profile` (activation, non-torch, CUDA graphs, vLLM's batch
-defaults), :mod:`.plan` (one replica's plan and verdict), :mod:`.advice` (the
+capacity), :mod:`.profile` (activation, non-torch, CUDA graphs),
+:mod:`.versions` (which vLLM is modelled and what changes with its version:
+defaults, switches), :mod:`.devices` (GPU traits: interconnect, compute
+capability), :mod:`.plan` (one replica's plan and verdict), :mod:`.advice` (the
 one TP / max_model_len rule every caller uses).  Every constant carries its
 source next to it; docs/sizing.md has the method, the published vLLM figures
 it is checked against and where it is weakest.
@@ -74,12 +76,30 @@ from llmctl.sizing.params import (  # noqa: F401
     valid_tp_sizes,
     weight_bytes,
 )
-from llmctl.sizing.plan import ESTIMATE_MARGIN, TIGHT_CONCURRENCY, Plan, plan  # noqa: F401
+from llmctl.sizing.plan import (  # noqa: F401
+    APPROXIMATE_MARGIN,
+    ESTIMATE_MARGIN,
+    MARGINS,
+    TIGHT_CONCURRENCY,
+    Plan,
+    estimate_margin,
+    plan,
+)
+from llmctl.sizing.devices import GPUTraits, gpu_traits  # noqa: F401
 from llmctl.sizing.profile import (  # noqa: F401
     DEFAULT_GPU_MEMORY_UTILIZATION,
+    Overheads,
     activation_bytes,
     cuda_graph_bytes,
     default_max_num_batched_tokens,
     default_max_num_seqs,
+    moe_workspace_bytes,
     non_torch_bytes,
+    overheads,
+)
+from llmctl.sizing.versions import (  # noqa: F401
+    VllmVersion,
+    default_gpu_memory_utilization,
+    default_vllm_version,
+    parse_vllm_version,
 )

@@ -35,10 +35,13 @@ from llmctl.placement import MAX_WORKERS, workers_problem
 from llmctl.sizing.plan import Plan, plan
 from llmctl.sizing.params import tp_problem as model_tp_problem
 from llmctl.sizing.params import valid_tp_sizes as model_tp_sizes
-from llmctl.sizing.profile import DEFAULT_GPU_MEMORY_UTILIZATION
 
 DEFAULT_CONTEXT_CAP = 32768
 LEN_ALIGN = 1024
+# The shortest max_model_len llmctl chooses on its own: below it no default is
+# worth serving (a chat turn with a system prompt runs past 2k tokens); the
+# user can still ask for less with --max-model-len.
+MIN_CHOSEN_CONTEXT = 2048
 
 
 def tp_problem_on_node(arch: Optional[ModelArch], gpu: GPUType, tp: int, pp: int = 1) -> Optional[str]:
@@ -63,13 +66,13 @@ def tp_problem_on_node(arch: Optional[ModelArch], gpu: GPUType, tp: int, pp: int
     return None
 
 
-def tp_sizes_on_node(arch: Optional[ModelArch], gpu: GPUType, pp: int = 1) -> list[int]:
+def tp_sizes_on_node(arch: Optional[ModelArch], gpu: GPUType, pp: int = 1, expert_parallel: bool = False) -> list[int]:
     """Valid TP sizes for the model within one node (powers of two when the
     architecture is unknown)."""
     limit = min(gpu.gpus_per_node, MAX_WORKERS) // max(pp, 1)
     if arch is None:
         return [t for t in range(1, limit + 1) if t & (t - 1) == 0]
-    return model_tp_sizes(arch, limit)
+    return model_tp_sizes(arch, limit, expert_parallel)
 
 
 def plan_for_gpu(
@@ -83,16 +86,24 @@ def plan_for_gpu(
     dtype: str = "auto",
     kv_cache_dtype: str = "auto",
     max_num_seqs: Optional[int] = None,
+    max_num_batched_tokens: Optional[int] = None,
+    enforce_eager: bool = False,
+    enable_expert_parallel: bool = False,
+    vllm_version: Optional[str] = None,
 ) -> Optional[Plan]:
     """:func:`~llmctl.sizing.plan.plan` for a GPU type, or None when there is
     nothing to size: no architecture (weights in a bucket) or a CPU-only
-    deployment. Bad values raise :class:`~llmctl.sizing.formats.SizingError`."""
+    deployment. ``vllm_version`` defaults to the vLLM the installed Ray pins,
+    ``gpu_memory_utilization`` to that vLLM's default. Bad values raise
+    :class:`~llmctl.sizing.formats.SizingError`."""
     if arch is None or gpu.is_cpu:
         return None
     return plan(
         arch, gpu_memory_bytes=gpu.memory_bytes, tp=tp, pp=pp, max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
+        gpu_memory_utilization=gpu_memory_utilization or None,
         dtype=dtype, kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager,
+        enable_expert_parallel=enable_expert_parallel, vllm_version=vllm_version, gpu_name=gpu.name,
     )
 
 
@@ -108,7 +119,8 @@ def advise_tp(
     """The smallest valid TP on one node whose plan *fits* (and holds at least
     ``min_concurrency`` full-length requests when given); else the smallest
     that is *tight*; None when no TP starts."""
-    plans = [(t, plan_for_gpu(arch, gpu, tp=t, pp=pp, max_model_len=max_model_len, **kw)) for t in tp_sizes_on_node(arch, gpu, pp)]
+    sizes = tp_sizes_on_node(arch, gpu, pp, bool(kw.get("enable_expert_parallel")))
+    plans = [(t, plan_for_gpu(arch, gpu, tp=t, pp=pp, max_model_len=max_model_len, **kw)) for t in sizes]
     for want in ("fits", "tight"):
         for t, p in plans:
             if p is not None and p.verdict == want and (min_concurrency is None or p.max_concurrency >= min_concurrency):
@@ -188,7 +200,7 @@ def choose(
         if hit is not None:
             t, p = hit
             return Choice(t, pp, max_model_len, p, False, True, (_tp_reason(t, p, gpu),))
-        sizes = tp_sizes_on_node(arch, gpu, pp) or [1]
+        sizes = tp_sizes_on_node(arch, gpu, pp, bool(kw.get("enable_expert_parallel"))) or [1]
         t = sizes[-1]
         p = plan_for_gpu(arch, gpu, tp=t, pp=pp, max_model_len=max_model_len, **kw)
         return Choice(t, pp, max_model_len, p, False, True, (f"TP {t}: the largest on one {gpu.name} node, and it does not fit",))
@@ -201,7 +213,7 @@ def choose(
     if hit is not None:
         t, p = hit
         return Choice(t, pp, length, p, False, False, (_tp_reason(t, p, gpu), f"max_model_len {length:,}: {len_why}"))
-    sizes = tp_sizes_on_node(arch, gpu, pp) or [1]
+    sizes = tp_sizes_on_node(arch, gpu, pp, bool(kw.get("enable_expert_parallel"))) or [1]
     return _longest_at(arch, gpu, sizes[-1], pp, length, len_why, tp_given=False, **kw)
 
 
@@ -211,12 +223,18 @@ def _longest_at(arch, gpu, tp, pp, length, len_why, *, tp_given: bool, **kw) -> 
     why_tp = () if tp_given else (f"TP {tp}: the largest on one {gpu.name} node (none fits the default context)",)
     if probe.verdict != "does_not_fit" or length is None:
         return Choice(tp, pp, length, probe, tp_given, False, why_tp + (f"max_model_len {length:,}: {len_why}",))
-    fits = align_len(probe.max_model_len_fits)
-    if fits < 1:
-        return Choice(tp, pp, length, probe, tp_given, False, why_tp)
+    # A length llmctl picks must still start if the estimate is as far off as its
+    # error band (the plan's margin), and be long enough to be worth serving.
+    fits = align_len(int(probe.max_model_len_fits * (1 - probe.margin)))
+    if fits < MIN_CHOSEN_CONTEXT:
+        why = (f"max_model_len: at most {probe.max_model_len_fits:,} tokens start on {gpu.name} at TP {tp}, and "
+               f"{fits:,} with the estimate's {probe.margin:.0%} error band; llmctl does not pick below "
+               f"{MIN_CHOSEN_CONTEXT:,} (pass --max-model-len to force a shorter one)")
+        return Choice(tp, pp, length, probe, tp_given, False, why_tp + (why,))
     p = plan_for_gpu(arch, gpu, tp=tp, pp=pp, max_model_len=fits, **kw)
     return Choice(tp, pp, fits, p, tp_given, False,
-                  why_tp + (f"max_model_len {fits:,}: the most that fits on {gpu.name} at TP {tp}" + (f" x PP {pp}" if pp > 1 else ""),))
+                  why_tp + (f"max_model_len {fits:,}: the most that fits on {gpu.name} at TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
+                            + f", within the estimate's {probe.margin:.0%} error band",))
 
 
 def _tp_reason(tp: int, p: Plan, gpu: GPUType) -> str:
@@ -228,7 +246,8 @@ def _tp_reason(tp: int, p: Plan, gpu: GPUType) -> str:
 def sizing_options(engine_kwargs: dict[str, Any]) -> dict[str, Any]:
     """What the memory arithmetic needs from a model's vLLM engine arguments:
     weight format (``quantization`` beats ``dtype``), KV-cache dtype,
-    max_num_seqs, gpu_memory_utilization. gen-config and validate size a
+    max_num_seqs, max_num_batched_tokens, gpu_memory_utilization,
+    enforce_eager, enable_expert_parallel. gen-config and validate size a
     config through this one mapping."""
     from llmctl.sizing.formats import DTYPE_CHOICES, KV_CACHE_DTYPE_CHOICES
 
@@ -246,6 +265,12 @@ def sizing_options(engine_kwargs: dict[str, Any]) -> dict[str, Any]:
     seqs = engine_kwargs.get("max_num_seqs")
     if isinstance(seqs, int) and not isinstance(seqs, bool) and seqs > 0:
         out["max_num_seqs"] = seqs
+    mnbt = engine_kwargs.get("max_num_batched_tokens")
+    if isinstance(mnbt, int) and not isinstance(mnbt, bool) and mnbt > 0:
+        out["max_num_batched_tokens"] = mnbt
+    for flag in ("enforce_eager", "enable_expert_parallel"):
+        if engine_kwargs.get(flag) is True:
+            out[flag] = True
     gmu = engine_kwargs.get("gpu_memory_utilization")
     if isinstance(gmu, (int, float)) and not isinstance(gmu, bool) and 0 < gmu <= 1:
         out["gpu_memory_utilization"] = gmu

@@ -16,7 +16,9 @@ GIB = 1024**3
 # zero point per group of 128 = 0.5 + (2 + 0.5) / 128 bytes per weight.
 INT4_BYTES = 0.5 + 2.5 / 128
 # fp8 with 128×128 block scales (DeepSeek-V3 style): one fp32 scale per 16384
-# weights; per-tensor / per-channel scales are smaller still.
+# weights (vLLM quantization/utils/fp8_utils.py create_fp8_scale_parameter:
+# ceil(N/128) × ceil(K/128) float32 per linear, the same per expert in
+# quantization/fp8.py); per-tensor / per-channel scales are smaller still.
 FP8_BYTES = 1.0 + 4 / (128 * 128)
 INT8_BYTES = 1.0 + 4 / 4096  # w8a8 per-channel fp32 scale on ~4096-wide rows
 # MXFP4 (gpt-oss experts): 4-bit E2M1 values + one 8-bit E8M0 scale per 32

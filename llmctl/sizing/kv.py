@@ -67,6 +67,8 @@ def kv_bytes_per_token_replica(
 @dataclass(frozen=True)
 class KVCapacity:
     tokens: int  # what vLLM logs as "GPU KV cache size: N tokens" (per replica)
+    # (max_model_len requests that fit: concurrency; for hybrid sliding-window
+    # models tokens / max_model_len is not the concurrency)
     max_concurrency: float  # max_model_len requests that fit at once
     blocks: int  # KV blocks per GPU (worst stage)
 
@@ -93,7 +95,9 @@ def kv_capacity(
     1.5×), every group shares one pool of pages of g layers; a request at
     max_model_len needs cdiv(L, 16) blocks in each full group and
     cdiv(min(window − 1 + max_num_batched_tokens, L), 16) in each sliding
-    group; vLLM logs tokens = concurrency × max_model_len.
+    group.  vLLM logs "GPU KV cache size" as num_blocks // groups × 16
+    (kv_cache_utils._report_kv_cache_config, 0.9.2+), a pool figure: a
+    request's sliding layers hold less than its full layers.
     With PP, each stage has its own pool; the smallest capacity wins.
     """
     per_layer = kv_bytes_per_token_layer(arch, tp, kv_cache_dtype, dtype)
@@ -114,7 +118,7 @@ def kv_capacity(
             blocks = int(avail // (BLOCK_SIZE * per_layer * swa))
             per_req = _cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), BLOCK_SIZE)
             conc = blocks / per_req
-            cap = KVCapacity(int(conc * max_model_len), conc, blocks)
+            cap = KVCapacity(blocks * BLOCK_SIZE, conc, blocks)
         else:
             lo, hi = min(full, swa), max(full, swa)
             g = hi if hi < lo * 1.5 else lo
@@ -124,8 +128,9 @@ def kv_capacity(
                 min(window - 1 + max_num_batched_tokens, max_model_len), BLOCK_SIZE
             )
             conc = blocks / per_req
-            cap = KVCapacity(int(conc * max_model_len), conc, blocks)
-        if best is None or cap.tokens < best.tokens:
+            # _report_kv_cache_config: num_blocks // len(kv_cache_groups) × block_size
+            cap = KVCapacity(blocks // (n_full + n_swa) * BLOCK_SIZE, conc, blocks)
+        if best is None or cap.max_concurrency < best.max_concurrency:
             best = cap
     assert best is not None
     return best

@@ -220,8 +220,12 @@ class WeightBytes:
     from_index: bool = False
 
 
-def _layer_bytes(layer: _Layer, arch: ModelArch, fmt: WeightFormat, tp: int) -> tuple[float, float]:
-    """(bytes per GPU, of which replicated) for one layer at TP."""
+def _layer_bytes(layer: _Layer, arch: ModelArch, fmt: WeightFormat, tp: int,
+                 expert_parallel: bool = False) -> tuple[float, float]:
+    """(bytes per GPU, of which replicated) for one layer at TP.  With expert
+    parallelism the routed experts are dealt out whole over the TP ranks
+    (fused_moe/layer.py determine_expert_map: E // ep each, the first E % ep
+    ranks one more — the most loaded rank is counted)."""
     lin = _scheme_bytes(fmt, "linear")
     exp = _scheme_bytes(fmt, "expert")
     plain = _scheme_bytes(fmt, "plain")
@@ -229,13 +233,19 @@ def _layer_bytes(layer: _Layer, arch: ModelArch, fmt: WeightFormat, tp: int) -> 
     # k/v: each rank holds max(1, kv_heads / tp) heads (replicated when tp > kv heads)
     kv_frac = max(1, kvh // tp) / kvh if arch.mla is None else 0
     replicated = layer.attn_replicated * lin + layer.router * plain + layer.norms * plain
-    experts = layer.experts * exp / tp
+    ep = expert_parallel and tp > 1 and arch.moe is not None
+    if ep:
+        share = -(-arch.moe.num_experts // tp) / arch.moe.num_experts
+    else:
+        share = 1 / tp
+    experts = layer.experts * exp * share
     if fmt.scheme == "mxfp4" and layer.experts and arch.moe is not None:
         h = arch.hidden_size
         inter = arch.moe.moe_intermediate_size or arch.intermediate_size
+        i_rank = inter if ep else -(-inter // tp)
         hp = _round_up(h, MXFP4_HIDDEN_ALIGN)
-        ip = _round_up(-(-inter // tp), MXFP4_INTER_ALIGN)
-        experts = experts * (hp * ip) / (h * inter / tp)
+        ip = _round_up(i_rank, MXFP4_INTER_ALIGN)
+        experts = experts * (hp * ip) / (h * i_rank)
     split = (layer.attn_split + layer.mlp_split + layer.shared) * lin / tp + experts
     kv = layer.attn_kv * lin * kv_frac
     return split + kv + replicated, replicated
@@ -248,6 +258,7 @@ def weight_bytes(
     pp: int = 1,
     dtype: str = "auto",
     weights_total_bytes: Optional[int] = None,
+    expert_parallel: bool = False,
 ) -> WeightBytes:
     """Weight bytes of the model and per GPU at TP × PP.
 
@@ -259,7 +270,8 @@ def weight_bytes(
     last.  With ``weights_total_bytes`` (e.g. metadata.total_size of
     model.safetensors.index.json) the per-GPU split keeps this structure but
     is scaled to the exact total (MTP layers included, since checkpoints carry
-    them).
+    them).  ``expert_parallel`` (vLLM's enable_expert_parallel) deals whole
+    experts out over the TP ranks instead of splitting each one.
     """
     _check_positive("tp", tp)
     _check_positive("pp", pp)
@@ -277,7 +289,7 @@ def weight_bytes(
         b = 0.0
         rep = 0.0
         for layer in layers[start:start + n]:
-            lb, lr = _layer_bytes(layer, arch, fmt, tp)
+            lb, lr = _layer_bytes(layer, arch, fmt, tp, expert_parallel)
             b += lb
             rep += lr
         start += n
@@ -319,7 +331,7 @@ def weight_bytes(
 
 
 
-def tp_problem(arch: ModelArch, tp: int) -> Optional[str]:
+def tp_problem(arch: ModelArch, tp: int, expert_parallel: bool = False) -> Optional[str]:
     """Why vLLM would refuse this TP size for the model (None when it accepts it).
 
     Rules: attention heads divisible by TP (ModelConfig.verify_with_parallel_config);
@@ -327,7 +339,7 @@ def tp_problem(arch: ModelArch, tp: int) -> Optional[str]:
     asserts); the 64-padded vocabulary divisible by TP (VocabParallelEmbedding
     divide()); with block-quantized fp8 or int4 group-quantized checkpoints,
     the per-rank MLP / expert width must stay a multiple of the 128 block /
-    group size.
+    group size (routed experts are not split with ``expert_parallel``).
     """
     if tp < 1:
         return "tensor parallel size must be at least 1"
@@ -344,7 +356,7 @@ def tp_problem(arch: ModelArch, tp: int) -> Optional[str]:
         widths = []
         if arch.moe is None or arch.moe.first_k_dense_replace:
             widths.append(arch.intermediate_size)
-        if arch.moe is not None:
+        if arch.moe is not None and not (expert_parallel and tp > 1):
             widths.append(arch.moe.moe_intermediate_size or arch.intermediate_size)
         for w in widths:
             if (w // tp) % 128 or w % tp:
@@ -352,9 +364,9 @@ def tp_problem(arch: ModelArch, tp: int) -> Optional[str]:
     return None
 
 
-def valid_tp_sizes(arch: ModelArch, gpus_per_node: int = 8) -> list[int]:
+def valid_tp_sizes(arch: ModelArch, gpus_per_node: int = 8, expert_parallel: bool = False) -> list[int]:
     """TP sizes vLLM accepts for the model, up to one node (see :func:`tp_problem`).
     Not necessarily powers of two (e.g. 6 for 48 heads), though 1/2/4/8 are
     what one node offers in practice."""
-    return [t for t in range(1, gpus_per_node + 1) if tp_problem(arch, t) is None]
+    return [t for t in range(1, gpus_per_node + 1) if tp_problem(arch, t, expert_parallel) is None]
 

@@ -17,20 +17,57 @@ from llmctl.sizing.kv import (
     kv_capacity,
 )
 from llmctl.sizing.params import tp_problem, weight_bytes
-from llmctl.sizing.profile import (
-    DEFAULT_GPU_MEMORY_UTILIZATION,
-    activation_bytes,
-    cuda_graph_bytes,
-    default_max_num_batched_tokens,
-    default_max_num_seqs,
-    non_torch_bytes,
+from llmctl.sizing.profile import overheads
+from llmctl.sizing.versions import (
+    VllmVersion,
+    default_gpu_memory_utilization,
+    hybrid_allocator,
+    parse_vllm_version,
+    version_problem,
 )
+from llmctl.sizing.devices import gpu_traits
 
 # Verdict thresholds.  "tight": it starts, but fewer than this many
-# max_model_len requests fit at once, or the estimate's error band (the
-# accuracy table in docs/sizing.md is within ±15 %) could flip it.
+# max_model_len requests fit at once, or the estimate's error band could flip
+# it (see estimate_margin).
 TIGHT_CONCURRENCY = 2.0
-ESTIMATE_MARGIN = 0.15
+# The error band of a plan the model covers: tests/test_sizing.py holds every
+# published figure in tests/data within ±10 % on KV capacity (outliers
+# excepted, each with its reason); docs/sizing.md has the per-category table.
+ESTIMATE_MARGIN = 0.10
+# The band of an approximate plan, by what is approximate (the kind of each
+# reason); a plan takes the widest of its kinds.  bench/sizing.py prints the
+# held-out KV error of approximate plans per kind (docs/sizing.md, "Uncertainty"):
+MARGINS = {
+    # multi-GPU communication memory not measured (PCIe, A100 NVLink, TP 8,
+    # vLLM < 0.11 start-up buffers): held-out non-outlier cases of this kind stay
+    # within 6.5 %; 15 % leaves room for the topologies not seen.
+    "comm": 0.15,
+    # GPU total not verified against a vLLM log: the L4's CUDA total is 0.44
+    # GiB below its nvidia-smi total; on the A10G case's 4.8 GiB budget that is
+    # +10.4 % (an outlier for this reason).
+    "gpu_total": 0.15,
+    # a vLLM version outside 0.8.5-0.33, or a GPU llmctl does not know: no
+    # evidence either way (the one V0 case is within 4 %).
+    "version": 0.25,
+    "gpu_unknown": 0.25,
+    # what the architecture facts do not describe (vision tower and its encoder
+    # run, linear-attention state, unknown quantization): Llama-4-Scout's vision
+    # tower put its KV estimate 35 % high.
+    "architecture": 0.35,
+}
+APPROXIMATE_MARGIN = max(MARGINS.values())  # the widest band any plan gets
+
+
+def estimate_margin(kinds=()) -> float:
+    """The relative error band the verdict allows for: ESTIMATE_MARGIN for a
+    setup the model covers, else the widest MARGINS entry among the kinds of
+    its approximate reasons (unknown kinds count as the widest)."""
+    kinds = list(kinds)
+    if not kinds:
+        return ESTIMATE_MARGIN
+    return max(MARGINS.get(k, APPROXIMATE_MARGIN) for k in kinds)
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -59,6 +96,11 @@ class Plan:
     warnings: tuple[str, ...] = ()
     approximate: bool = False
     max_num_batched_tokens: int = 8192
+    vllm_version: str = ""  # the vLLM whose memory profile the plan models
+    max_num_seqs: int = 256
+    margin: float = ESTIMATE_MARGIN  # the error band the verdict allowed for
+    approximate_reasons: tuple[str, ...] = ()
+    approximate_kinds: tuple[str, ...] = ()  # MARGINS keys of the reasons
 
     @property
     def fits(self) -> bool:
@@ -67,6 +109,8 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["warnings"] = list(self.warnings)
+        d["approximate_reasons"] = list(self.approximate_reasons)
+        d["approximate_kinds"] = list(self.approximate_kinds)
         return d
 
 
@@ -77,29 +121,42 @@ def plan(
     tp: int = 1,
     pp: int = 1,
     max_model_len: Optional[int] = None,
-    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    gpu_memory_utilization: Optional[float] = None,
     dtype: str = "auto",
     kv_cache_dtype: str = "auto",
     weights_total_bytes: Optional[int] = None,
     max_num_batched_tokens: Optional[int] = None,
     max_num_seqs: Optional[int] = None,
     enforce_eager: bool = False,
-    count_cuda_graphs: bool = True,
+    count_cuda_graphs: Optional[bool] = None,
+    vllm_version: "str | VllmVersion | None" = None,
+    gpu_name: Optional[str] = None,
+    enable_expert_parallel: bool = False,
 ) -> Plan:
     """Memory plan of one replica (TP × PP GPUs of ``gpu_memory_bytes`` each).
 
-    ``max_model_len`` defaults to the model's context length (vLLM's
-    default).  ``count_cuda_graphs=False`` models vLLM < 0.21, which did not
-    take CUDA-graph memory out of the KV budget.  The verdict is "does_not_fit" when the TP size is invalid for
-    the model, the weights and overheads exceed the budget, or one
-    max_model_len request does not fit in the KV cache (vLLM refuses to start);
-    "tight" when fewer than two such requests fit or the estimate's error
-    margin could tip it; "fits" otherwise.
+    ``vllm_version`` is the vLLM whose start-up profile is modelled (default:
+    the one the installed Ray pins, :func:`~llmctl.sizing.versions.default_vllm_version`);
+    it decides the default gpu_memory_utilization (0.9 up to 0.19, 0.92 from
+    0.20), the batch defaults and whether CUDA-graph memory comes out of the KV
+    budget (0.20+, not with ``enforce_eager``; ``count_cuda_graphs`` overrides).
+    ``gpu_name`` (a GPU type such as "H100" or "L40S") picks the GPU's traits —
+    interconnect, compute capability; without it a listed GPU type of exactly
+    ``gpu_memory_bytes`` is assumed.  ``max_model_len`` defaults to the model's
+    context length (vLLM's default).  The verdict is "does_not_fit" when the TP
+    size is invalid for the model, the weights and overheads exceed the budget,
+    or one max_model_len request does not fit in the KV cache (vLLM refuses to
+    start); "tight" when fewer than two such requests fit, or would if the
+    estimate were as high as its error band (:func:`estimate_margin`: ±10 %,
+    wider when the plan is approximate, by what is approximate); "fits" otherwise.
     """
     _check_positive("tp", tp)
     _check_positive("pp", pp)
     if gpu_memory_bytes is None or gpu_memory_bytes <= 0:
         raise SizingError("gpu_memory", "GPU memory must be positive")
+    version = parse_vllm_version(vllm_version)
+    if gpu_memory_utilization is None:
+        gpu_memory_utilization = default_gpu_memory_utilization(version)
     if not (0 < gpu_memory_utilization <= 1):
         raise SizingError("gpu_memory_utilization", f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})")
     if max_model_len is None:
@@ -107,15 +164,18 @@ def plan(
         if max_model_len is None:
             raise SizingError("max_model_len", "the model's context length (max_position_embeddings) is unknown; give max_model_len")
     _check_positive("max_model_len", max_model_len)
-    if max_num_batched_tokens is None:
-        max_num_batched_tokens = default_max_num_batched_tokens(gpu_memory_bytes)
-    if max_num_seqs is None:
-        max_num_seqs = default_max_num_seqs(gpu_memory_bytes)
+    for name, value in (("max_num_batched_tokens", max_num_batched_tokens), ("max_num_seqs", max_num_seqs)):
+        if value is not None:
+            _check_positive(name, value)
+    ep = bool(enable_expert_parallel) and arch.moe is not None and tp > 1
     warnings: list[str] = []
-    problem = tp_problem(arch, tp)
+    approx: list[tuple[str, str]] = []  # (kind, reason)
+    problem = tp_problem(arch, tp, ep)
     fmt = weight_format(arch, dtype)
     if fmt.note:
         warnings.append(fmt.note)
+    if fmt.approximate:
+        approx.append(("architecture", f"weight size of quant_method '{arch.quantization}' not known"))
     kvb = kv_dtype_bytes(arch, kv_cache_dtype, dtype)
     if arch.mla is None and tp > arch.num_key_value_heads and problem is None:
         warnings.append(
@@ -129,25 +189,53 @@ def plan(
         )
     if arch.vision:
         warnings.append("vision tower not counted: weights are a little higher than shown")
+        approx.append(("architecture", "vision tower (weights and its encoder profile run) not counted"))
     if arch.approximate:
-        warnings.append(f"approximate: {arch.approximate}")
+        approx.append(("architecture", arch.approximate))
+    if arch.linear_attention_layers:
+        approx.append(("architecture", f"{arch.linear_attention_layers} linear-attention layers: their fixed-size state is not counted"))
+    traits = gpu_traits(gpu_name, gpu_memory_bytes)
+    if not traits.known:
+        approx.append(("gpu_unknown", f"GPU '{traits.name}' not known to llmctl: interconnect and kernels guessed from its size"))
+    else:
+        from llmctl.hardware import GPUS
 
-    wb = weight_bytes(arch, tp=tp, pp=pp, dtype=dtype, weights_total_bytes=weights_total_bytes)
-    act = activation_bytes(arch, tp=tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
-    nt = non_torch_bytes(tp, pp)
-    graphs = 0 if (enforce_eager or not count_cuda_graphs) else cuda_graph_bytes(tp)
-    budget = gpu_memory_bytes * gpu_memory_utilization
-    stage_kv = [budget - w - act - nt - graphs for w in wb.per_stage]
-    kv_avail = min(stage_kv)
-    cap = kv_capacity(
-        arch, kv_avail, max_model_len=max_model_len, tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype,
-        dtype=dtype, max_num_batched_tokens=max_num_batched_tokens, stage_kv_bytes=stage_kv,
+        listed = GPUS.get(traits.name)
+        if listed is not None and "UNVERIFIED" in listed.source and abs(listed.memory_bytes - gpu_memory_bytes) < GIB // 100:
+            approx.append(("gpu_total", f"{traits.name}'s total memory is not verified against a vLLM log"))
+    why_version = version_problem(version)
+    if why_version:
+        approx.append(("version", why_version))
+    layout = arch if hybrid_allocator(version) or not arch.sliding_window_layers else arch.model_copy(
+        update={"sliding_window_layers": 0})  # vLLM < 0.9.2 allocates sliding layers as full attention
+
+    wb = weight_bytes(arch, tp=tp, pp=pp, dtype=dtype, weights_total_bytes=weights_total_bytes, expert_parallel=ep)
+    oh = overheads(
+        arch, fmt, gpu_memory_bytes=gpu_memory_bytes, gpu_name=gpu_name, tp=tp, pp=pp, vllm_version=version,
+        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, enforce_eager=enforce_eager,
+        expert_parallel=ep, count_cuda_graphs=count_cuda_graphs,
     )
-    per_tok = kv_bytes_per_token(arch, tp, pp, kv_cache_dtype, dtype)
-    per_tok_rep = kv_bytes_per_token_replica(arch, tp, pp, kv_cache_dtype, dtype)
-    one_request = _one_request_bytes(arch, max_model_len, tp, pp, kv_cache_dtype, dtype, max_num_batched_tokens)
+    approx.extend(oh.approximate)
+    mnbt = oh.max_num_batched_tokens
+    budget = gpu_memory_bytes * gpu_memory_utilization
+    stage_kv = [budget - w - o.total for w, o in zip(wb.per_stage, oh.stages)]
+    worst = min(range(pp), key=lambda i: stage_kv[i])
+    kv_avail = stage_kv[worst]
+    act, nt, graphs = oh.stages[worst].activation, oh.stages[worst].non_torch, oh.stages[worst].cuda_graphs
+    cap = kv_capacity(
+        layout, kv_avail, max_model_len=max_model_len, tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype,
+        dtype=dtype, max_num_batched_tokens=mnbt, stage_kv_bytes=stage_kv,
+    )
+    per_tok = kv_bytes_per_token(layout, tp, pp, kv_cache_dtype, dtype)
+    per_tok_rep = kv_bytes_per_token_replica(layout, tp, pp, kv_cache_dtype, dtype)
+    one_request = _one_request_bytes(layout, max_model_len, tp, pp, kv_cache_dtype, dtype, mnbt)
     headroom = kv_avail - one_request
-    fits_len = _max_len(arch, stage_kv, tp, pp, kv_cache_dtype, dtype, max_num_batched_tokens)
+    fits_len = _max_len(layout, stage_kv, tp, pp, kv_cache_dtype, dtype, mnbt)
+    approx = list(dict.fromkeys(approx))
+    kinds = tuple(dict.fromkeys(k for k, _ in approx))
+    reasons = tuple(r for _, r in approx)
+    margin = estimate_margin(kinds)
+    warnings.extend(f"approximate: {r}" for r in reasons)
 
     g = lambda b: round(b / GIB, 2)  # noqa: E731
     # The one concurrency figure verdicts, reasons and rows use: floored to 0.1
@@ -158,11 +246,11 @@ def plan(
     elif kv_avail <= 0:
         verdict = "does_not_fit"
         reason = (
-            f"weights {g(wb.per_gpu)} GiB + activations/overhead {g(act + nt + graphs)} GiB per GPU exceed "
+            f"weights {g(wb.per_stage[worst])} GiB + activations/overhead {g(act + nt + graphs)} GiB per GPU exceed "
             f"{g(budget)} GiB ({gpu_memory_utilization:g} × {g(gpu_memory_bytes)} GiB); "
             "use more GPUs (--tp), a quantized checkpoint, or a larger GPU"
         )
-    elif cap.tokens < max_model_len or headroom < 0:
+    elif cap.max_concurrency < 1 or headroom < 0:
         verdict = "does_not_fit"
         reason = (
             f"KV cache holds {cap.tokens:,} tokens ({g(kv_avail)} GiB per GPU) but one {max_model_len:,}-token "
@@ -170,14 +258,20 @@ def plan(
             + (f"; --max-model-len {fits_len} would fit" if fits_len > 0 else "")
         )
     else:
-        tight = conc < TIGHT_CONCURRENCY or cap.tokens * (1 - ESTIMATE_MARGIN) < max_model_len
+        # tight: fewer than TIGHT_CONCURRENCY requests fit, or would if the estimate is `margin` too high
+        tight = cap.max_concurrency * (1 - margin) < TIGHT_CONCURRENCY
         verdict = "tight" if tight else "fits"
         reason = (
             f"{g(kv_avail)} GiB of KV cache per GPU = {cap.tokens:,} tokens, "
             f"{conc:.1f} concurrent {max_model_len:,}-token requests"
         )
         if tight:
-            reason += f" (fewer than {TIGHT_CONCURRENCY:g}; lower --max-model-len or add GPUs for headroom)"
+            reason += f" (fewer than {TIGHT_CONCURRENCY:g}"
+            if conc >= TIGHT_CONCURRENCY:
+                reason += f" if the estimate is {margin:.0%} high"
+            if cap.max_concurrency * (1 - margin) < 1:
+                reason += f"; it may not start if the estimate is {margin:.0%} high"
+            reason += "; lower --max-model-len or add GPUs for headroom)"
     return Plan(
         tp=tp,
         pp=pp,
@@ -202,7 +296,11 @@ def plan(
         verdict=verdict,
         reason=reason,
         warnings=tuple(warnings),
-        approximate=fmt.approximate or bool(arch.vision) or bool(arch.approximate),
-        max_num_batched_tokens=max_num_batched_tokens,
+        approximate=bool(approx),
+        max_num_batched_tokens=mnbt,
+        vllm_version=version.label,
+        max_num_seqs=oh.max_num_seqs,
+        margin=margin,
+        approximate_reasons=reasons,
+        approximate_kinds=kinds,
     )
-

@@ -1,87 +1,339 @@
-"""What vLLM's start-up memory profile takes besides weights and KV cache:
-peak activation, non-torch memory, CUDA graphs; vLLM's batch defaults."""
+"""What vLLM's start-up memory profile takes besides weights and KV cache —
+peak activation, non-torch memory, CUDA graphs — per GPU and pipeline stage,
+for a given vLLM version (docs/vllm-memory-profile.md is the source reading;
+docs/sizing.md the method and its accuracy).
+
+Every term is vLLM's own arithmetic except four constants that only a
+measurement gives (:data:`ACT_RESIDUAL_GIB`, :data:`NON_TORCH_BASE_GIB`,
+:data:`NVSWITCH_COMM_GIB`, :data:`CUDA_GRAPH_MIB_PER_GRAPH`); those are
+calibrated on the llm-d vLLM 0.19 H100 logs only (``bench/sizing.py
+--calibrate`` recomputes them, tests/test_sizing.py checks they agree) and
+every other published figure in tests/data is held out.
+"""
 
 from __future__ import annotations
 
-from llmctl.catalog import ModelArch
-from llmctl.sizing.formats import GIB
+from dataclasses import dataclass, field
+from typing import Optional
 
-# vLLM's default gpu_memory_utilization (CacheConfig).
+from llmctl.catalog import ModelArch
+from llmctl.sizing.devices import GPUTraits, gpu_traits
+from llmctl.sizing.formats import GIB, WeightFormat
+from llmctl.sizing.params import _layers, pp_partition
+from llmctl.sizing.versions import (
+    VllmVersion,
+    batch_defaults,
+    comm_init_counted,
+    cuda_graphs_subtracted,
+    cudagraph_capture_sizes,
+    default_gpu_memory_utilization,
+    default_vllm_version,
+    fi_allreduce_fusion,
+    moe_workspace_persistent,
+    nccl_connects_eagerly,
+    sampler_bytes_per_logit,
+    triton_sampler_buffer,
+)
+
+MIB = 1024**2
+
+# Kept for callers of the old constant: vLLM's default up to 0.19 (see
+# versions.default_gpu_memory_utilization for the versioned one).
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 
-# Non-torch memory per GPU (CUDA context share, cuBLAS workspaces and, when a
-# replica spans several GPUs with tensor parallelism, the NCCL and custom
-# all-reduce buffers) that vLLM's profiler subtracts.  vLLM 0.19 on H100 logs
-# (llm-d-planner accuracy/results/v0.19.0, "Actual usage is ... GiB for
-# non-torch memory"): 0.25-0.26 GiB at TP1, 2.07 GiB at TP2, 2.21 GiB at TP4,
-# 0.07 GiB with pipeline parallelism only.  Older logs: 0.35 GiB (RTX 3090,
-# vllm-project/vllm#10517), 1.79 / 3.58 GiB (H100 TP1 / TP2, #10511).
-NON_TORCH_GIB_SINGLE = 0.3
-NON_TORCH_GIB_TP = 2.1
+# --------------------------------------------------------------------------
+# Measured constants (llm-d-planner accuracy/results/v0.19.0 logs, vLLM 0.19.0,
+# H100 80GB; "Actual usage is W GiB for weight, A GiB for peak activation, N GiB
+# for non-torch memory, and G GiB for CUDAGraph memory").
 
-# Peak activation of vLLM's profiling run (GPUModelRunner.profile_run: a
-# forward pass over max_num_batched_tokens dummy tokens, then a dummy sampler
-# run over max_num_seqs rows of float32 logits of the full vocabulary).
-#   act = T × 2 B × ACT_HIDDEN_COPIES × hidden
-#       + max_num_seqs × vocab × 4 B × SAMPLER_COPIES
-# Fitted to the "GiB for peak activation" figures vLLM 0.19 logs on H100 with
-# its defaults T = 8192, max_num_seqs = 1024 (llm-d-planner
-# accuracy/results/v0.19.0): Llama-3.1-8B 1.89 GiB at TP 1, 2 and 4 (it does
-# not shrink with TP, so the MLP intermediate — freed inside compiled graphs —
-# is not the peak), Qwen2.5-7B / Qwen3-8B 2.21, gemma-2-9b 3.65, gemma-3-27b
-# 3.99, gpt-oss-20b (TP2) 2.87, Llama-3.3-70B (TP4) 1.97.  With 4 hidden copies
-# the sampler term needs 3.0-3.5 copies of the logits in every one of them
-# (logits, softmax probabilities, the top-k/top-p sort); we take 3.25.
-ACT_BYTES = 2
-ACT_HIDDEN_COPIES = 4
-SAMPLER_BYTES = 4
-SAMPLER_COPIES = 3.25
+# What the profile's activation peak holds beyond the terms below (cuBLAS /
+# attention workspaces, allocator rounding): logged "peak activation" −
+# modelled terms, averaged over the 9 text-only fit logs that print it
+# (0.031-0.038 GiB each; vision models excluded: their encoder run is extra).
+ACT_RESIDUAL_GIB = 0.034
 
-# CUDA graphs.  vLLM >= 0.21 subtracts its profiled CUDA-graph estimate from
-# the KV budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, "default since
-# v0.21.0" in vllm/v1/worker/gpu_worker.py); earlier versions captured the
-# graphs afterwards, out of the 1 − gpu_memory_utilization slack.  Pools seen:
-# 0.91-1.14 GiB at TP1 and 1.55-1.66 GiB at TP2/TP4 (vLLM 0.19, H100,
-# "CUDA graph pool memory: X GiB (actual)"), 0.51-1.85 GiB over 50 runs
-# (llm-d-planner accuracy report).  We reserve 1.0 GiB (1.5 GiB with TP > 1).
-CUDA_GRAPH_GIB = 1.0
-CUDA_GRAPH_GIB_TP = 1.5
+# Non-torch memory of one worker without communicators (lazily loaded kernels,
+# library handles): "GiB for non-torch memory" at TP 1 — 0.25-0.27 GiB in the 7
+# fit logs at TP 1 (mean 0.256).  Held-out logs show it varies: 0.02 GiB (RTX
+# 4090, vLLM 0.10.2), 0.13 GiB (H100, vLLM 0.14).
+NON_TORCH_BASE_GIB = 0.26
 
-def default_max_num_batched_tokens(gpu_memory_bytes: int) -> int:
-    """vLLM's default for the OpenAI server (EngineArgs.get_batch_defaults):
-    16384 on GPUs of ≥160 GiB, 8192 on ≥70 GiB (H100/H200), 2048 otherwise."""
-    if gpu_memory_bytes >= 160 * GIB:
-        return 16384
-    if gpu_memory_bytes >= 70 * GIB:
-        return 8192
-    return 2048
+# Extra non-torch memory per GPU with tensor parallelism on NVSwitch H100s
+# (NCCL buffers connected during the profile, FlashInfer all-reduce fusion
+# workspace; docs/vllm-memory-profile.md §3): logged non-torch at TP − the TP 1
+# base.  TP 2: 2.07 GiB (gpt-oss-20b, Mixtral-8x7B); TP 4: 2.21 (Llama-3.3-70B
+# fp8), 2.17 (Llama-4-Scout).
+NVSWITCH_COMM_GIB = {2: 1.81, 4: 1.93}
+
+# CUDA-graph estimate vLLM ≥ 0.20 subtracts, per captured graph descriptor
+# (gpu_model_runner.profile_cudagraph_memory: first capture + per-graph × (n − 1)
+# per mode; no closed form).  The 11 pools the fit logs print ("GiB for
+# CUDAGraph memory", the actual pool of vLLM 0.19 at the defaults: 51 capture
+# sizes, FULL_AND_PIECEWISE = 102 descriptors) are 0.91-1.84 GiB, mean 1.30
+# GiB = 13.1 MiB per descriptor.  vLLM ≥ 0.20 subtracts its estimate, which
+# differs from the actual pool by ~10 % (qwen3-32b-l20-tp2 log: 0.93 vs 1.04).
+CUDA_GRAPH_MIB_PER_GRAPH = 13.1
+
+# --------------------------------------------------------------------------
+# Derived from the source (docs/vllm-memory-profile.md §3.1), not measured.
+
+# NCCL NVLS buffers (transport/nvls.cc ncclNvlsBufferSetup, NVLS on NVSwitch
+# Hopper/Blackwell with > 2 GPUs): nChannels(16) × 2 × 128 KiB × 8 steps × TP.
+def _nvls_bytes(tp: int) -> int:
+    return 16 * 2 * 128 * 1024 * 8 * tp if tp > 2 else 0
 
 
-def default_max_num_seqs(gpu_memory_bytes: int) -> int:
-    """vLLM's default max_num_seqs (EngineArgs.get_batch_defaults): 1024 on
-    GPUs of ≥70 GiB, 256 otherwise."""
-    return 1024 if gpu_memory_bytes >= 70 * GIB else 256
+# FlashInfer all-reduce + RMSNorm fusion workspace (0.17+, SM 9.0/10.x, TP > 1):
+# buffer + 3 Lamport buffers of tp × max_token_num × hidden × 2 B, with
+# max_token_num = min(FI_ALLREDUCE_FUSION_MAX_SIZE_MB[tp] / (hidden × 2), T)
+# (config/vllm.py; FlashInfer trtllm_create_ipc_workspace_for_all_reduce_fusion).
+FI_FUSION_MAX_MB = {2: 64, 4: 2, 6: 0.5, 8: 0.5}
 
 
-def activation_bytes(arch: ModelArch, *, tp: int = 1, max_num_batched_tokens: int = 8192, max_num_seqs: int = 256) -> int:
-    """Peak activation memory of vLLM's profiling run on one GPU:
-    ``T × 2 B × 4 × hidden + max_num_seqs × vocab × 4 B × 3.25`` (constants
-    ACT_* and SAMPLER_* above).  The same on every TP rank: vLLM's logged
-    peak does not shrink with TP (the logits are all-gathered to full vocab)."""
+def _fi_fusion_bytes(tp: int, hidden: int, tokens: int) -> int:
+    cap = FI_FUSION_MAX_MB.get(tp, 0.5) * MIB
+    return int(4 * tp * min(cap, tokens * hidden * 2))
+
+
+# Custom all-reduce (custom_all_reduce.py): 2 × 8 MiB IPC buffers + 8 MiB
+# rank_data; enabled for TP 2/4/6/8 over NVLink, or TP 2 over PCIe.
+CUSTOM_AR_BYTES = 24 * MIB
+
+# NCCL buffers of one communicator: ~100 MB with NCCL_MAX_NCHANNELS=16, ~52 MB
+# with 8 (vllm PR #18242); a profile connects two (the TP group's PyNccl
+# communicator and torch's device group).  Used where nothing was measured:
+# PCIe GPUs and pre-Hopper NVLink (A100), which lack the buffers vLLM enables
+# on SM 9.0/10.x only (symmetric-memory all-reduce, FlashInfer fusion, NVLS).
+NCCL_COMM_BYTES = 2 * 100 * 1000**2
+PCIE_COMM_BYTES = NCCL_COMM_BYTES  # kept for callers of the old name
+
+
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Overheads of one GPU of one pipeline stage, in bytes."""
+
+    activation: int
+    non_torch: int
+    cuda_graphs: int
+
+    @property
+    def total(self) -> int:
+        return self.activation + self.non_torch + self.cuda_graphs
+
+
+@dataclass(frozen=True)
+class Overheads:
+    stages: tuple[Stage, ...]
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    # why these figures are less certain: (kind, reason); kinds as plan.MARGINS
+    approximate: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+
+def _stage_layers(arch: ModelArch, pp: int) -> list[tuple[int, int]]:
+    """(dense-MLP layers, MoE layers) on each pipeline stage."""
+    layers = _layers(arch)
+    out, start = [], 0
+    for n in pp_partition(arch.num_hidden_layers, pp):
+        part = layers[start:start + n]
+        out.append((sum(1 for l in part if l.mlp_split), sum(1 for l in part if l.experts)))
+        start += n
+    return out
+
+
+def moe_workspace_bytes(arch: ModelArch, tokens: int, tp: int = 1, *, expert_parallel: bool = False,
+                        act_bytes: int = 2) -> int:
+    """The fused-MoE workspaces at ``tokens`` tokens (TritonExperts.workspace_shapes:
+    (M, topk, max(N/2, K)) and (M, topk, max(N, K)) with N = 2 × I per rank,
+    K = hidden; 0.18+ M = T).  With expert parallelism the layer runs with
+    tp_size 1 (FusedMoEParallelConfig.make), so I is not split."""
+    m = arch.moe
+    if m is None:
+        return 0
+    inter = m.moe_intermediate_size or arch.intermediate_size
+    i_rank = inter if expert_parallel else -(-inter // tp)
     h = arch.hidden_size
-    forward = max_num_batched_tokens * ACT_BYTES * ACT_HIDDEN_COPIES * h
-    sampler = max_num_seqs * (arch.vocab_size or 0) * SAMPLER_BYTES * SAMPLER_COPIES
-    return int(forward + sampler)
+    return act_bytes * tokens * m.num_experts_per_tok * (max(i_rank, h) + max(2 * i_rank, h))
 
 
-def non_torch_bytes(tp: int = 1, pp: int = 1) -> int:
-    """Memory outside PyTorch's allocator per GPU (NON_TORCH_GIB_*)."""
-    gib = NON_TORCH_GIB_TP if tp > 1 else NON_TORCH_GIB_SINGLE
-    return int(gib * GIB)
+def _activation(arch, v: VllmVersion, traits: GPUTraits, fmt: WeightFormat, *, tp, stage, pp, dense, moe,
+                T, S, expert_parallel, act_bytes) -> int:
+    """Peak of GPUModelRunner.profile_run on one GPU of stage ``stage``
+    (docs/vllm-memory-profile.md §2): a forward pass over T dummy tokens,
+    then — on the last stage only — the dummy sampler run over R = min(S, T)
+    rows of full-vocabulary logits (all-gathered: the same on every TP rank)."""
+    a = act_bytes
+    h = arch.hidden_size
+    V = arch.vocab_size or 0
+    R = min(S, T)
+    last = stage == pp - 1
+    persistent = 0
+    # Forward: residual + hidden (2·T·h, not sharded) and the largest piece
+    # between two attention ops — the dense MLP's gate_up + activation
+    # (3·I/TP per token) or attention's q/k/v projection.
+    if arch.mla is not None:
+        m = arch.mla
+        attn = arch.num_attention_heads // tp * (m.qk_nope_head_dim + m.qk_rope_head_dim) + m.kv_lora_rank + m.qk_rope_head_dim
+    else:
+        attn = (arch.num_attention_heads // tp + 2 * max(1, arch.num_key_value_heads // tp)) * arch.head_dim_effective
+    piece = attn
+    if dense:
+        dense_inter = (arch.moe.dense_intermediate_size if arch.moe else None) or arch.intermediate_size
+        piece = max(piece, 3 * -(-dense_inter // tp))
+    forward = a * T * (2 * h + piece)
+    if moe and fmt.scheme != "mxfp4":  # gpt-oss's MXFP4 experts show no workspace in the 0.19 logs
+        if moe_workspace_persistent(v):
+            persistent += moe_workspace_bytes(arch, T, tp, expert_parallel=expert_parallel, act_bytes=a)
+        else:  # ≤ 0.13: fused_experts_impl, per call: cache13 + cache2 over min(T, 32768) tokens
+            m = arch.moe
+            inter = m.moe_intermediate_size or arch.intermediate_size
+            i_rank = inter if expert_parallel else -(-inter // tp)
+            forward += a * min(T, 32768) * m.num_experts_per_tok * (max(2 * i_rank, h) + i_rank)
+    if stage > 0:  # make_empty_intermediate_tensors: hidden_states + residual of T tokens
+        persistent += 2 * T * h * a
+    sampler = a * T * h  # the forward's output stays alive
+    if last:
+        per_logit = sampler_bytes_per_logit(v) - (2 if a == 4 else 0)  # no float32 copy of float32 logits
+        sampler += R * V * per_logit + 2 * a * R * h  # + the R last rows and their rand_like
+        if triton_sampler_buffer(v) and R >= 8:
+            persistent += min(1 << (R - 1).bit_length(), traits.sm_count) * V * 4
+    return int(persistent + max(forward, sampler) + ACT_RESIDUAL_GIB * GIB)
 
 
-def cuda_graph_bytes(tp: int = 1) -> int:
-    """CUDA-graph memory current vLLM reserves from the KV budget (CUDA_GRAPH_GIB*)."""
-    return int((CUDA_GRAPH_GIB_TP if tp > 1 else CUDA_GRAPH_GIB) * GIB)
+def _comm(traits: GPUTraits, v: VllmVersion, tp: int, pp: int, hidden: int, T: int,
+          why: list[tuple[str, str]]) -> int:
+    """Non-torch memory tensor parallelism adds to one worker."""
+    if tp < 2:
+        return 0
+    fi = fi_allreduce_fusion(v, pp) and traits.hopper_or_newer
+    if traits.interconnect == "nvswitch" and traits.hopper_or_newer:
+        known = max([k for k in NVSWITCH_COMM_GIB if k <= tp] or [2])
+        b = NVSWITCH_COMM_GIB[known] * GIB + _nvls_bytes(tp) - _nvls_bytes(known)
+        # the measured figures (0.19, PP 1, Hopper) include the FlashInfer fusion workspace
+        if not fi:
+            b -= _fi_fusion_bytes(known, hidden, T)
+        elif tp != known:
+            b += _fi_fusion_bytes(tp, hidden, T) - _fi_fusion_bytes(known, hidden, T)
+        if tp not in NVSWITCH_COMM_GIB:
+            why.append(("comm", f"multi-GPU communication memory measured at TP {', '.join(map(str, NVSWITCH_COMM_GIB))} only; "
+                       f"TP {tp} extrapolated"))
+    else:
+        b = NCCL_COMM_BYTES
+        link = "PCIe" if traits.interconnect == "pcie" else f"{traits.name} NVLink"
+        why.append(("comm", f"multi-GPU communication memory over {link} not measured (NCCL buffer size from vllm PR #18242)"))
+    if comm_init_counted(v):
+        # snapshot before dist init: custom all-reduce IPC buffers count; with
+        # NCCL_CUMEM_ENABLE=0 (≤ 0.10.1) NCCL connected its rings at init too
+        if traits.interconnect == "nvswitch" or tp == 2:
+            b += CUSTOM_AR_BYTES
+        why.append(("comm", f"vLLM {v.label} counts communicator buffers allocated at start-up"
+                    + (" (NCCL connects eagerly)" if nccl_connects_eagerly(v) else "") + "; not measured"))
+    return int(max(b, 0))
 
 
+def cuda_graph_estimate_bytes(v: VllmVersion, traits: GPUTraits, max_num_seqs: int, max_num_batched_tokens: int) -> int:
+    """vLLM's CUDA-graph estimate: CUDA_GRAPH_MIB_PER_GRAPH per descriptor —
+    PIECEWISE for every capture size, FULL for those ≤ max_num_seqs
+    (FULL_AND_PIECEWISE, the default since 0.11)."""
+    sizes = cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens, blackwell=traits.blackwell_datacenter, v=v)
+    n = len(sizes) + (sum(1 for s in sizes if s <= max_num_seqs) if v.at_least(11) else 0)
+    return int(n * CUDA_GRAPH_MIB_PER_GRAPH * MIB)
+
+
+def overheads(
+    arch: ModelArch,
+    fmt: WeightFormat,
+    *,
+    gpu_memory_bytes: int,
+    gpu_name: Optional[str] = None,
+    tp: int = 1,
+    pp: int = 1,
+    vllm_version: Optional[VllmVersion] = None,
+    max_num_batched_tokens: Optional[int] = None,
+    max_num_seqs: Optional[int] = None,
+    enforce_eager: bool = False,
+    expert_parallel: bool = False,
+    count_cuda_graphs: Optional[bool] = None,
+) -> Overheads:
+    """Activation, non-torch and CUDA-graph bytes per GPU of each pipeline
+    stage, as the given vLLM version subtracts them before sizing the KV cache."""
+    v = vllm_version or default_vllm_version()
+    traits = gpu_traits(gpu_name, gpu_memory_bytes)
+    dT, dS = batch_defaults(v, gpu_memory_bytes, traits.name)
+    T = max_num_batched_tokens or dT
+    S = max_num_seqs or dS
+    act_bytes = 4 if fmt.dtype_bytes == 4 else 2
+    why: list[tuple[str, str]] = []
+    nt = int(NON_TORCH_BASE_GIB * GIB) + _comm(traits, v, tp, pp, arch.hidden_size, T, why)
+    if v.release < (0, 9, 2):
+        why.append(("version", f"vLLM {v.label} counts everything on the device outside torch (CUDA context, other processes)"))
+    graphs = count_cuda_graphs if count_cuda_graphs is not None else cuda_graphs_subtracted(v)
+    cg = 0 if (enforce_eager or not graphs) else cuda_graph_estimate_bytes(v, traits, S, T)
+    stages = tuple(
+        Stage(
+            _activation(arch, v, traits, fmt, tp=tp, stage=s, pp=pp, dense=dense, moe=moe, T=T, S=S,
+                        expert_parallel=expert_parallel, act_bytes=act_bytes),
+            nt, cg,
+        )
+        for s, (dense, moe) in enumerate(_stage_layers(arch, pp))
+    )
+    return Overheads(stages, T, S, tuple(dict.fromkeys(why)))
+
+
+# --------------------------------------------------------------------------
+# The single-figure helpers llmctl.sizing has always exported.
+
+
+def default_max_num_batched_tokens(gpu_memory_bytes: int, vllm_version: Optional[VllmVersion] = None,
+                                   gpu_name: Optional[str] = None) -> int:
+    """vLLM's server default (versions.batch_defaults): 16384 on ≥ 160 GiB
+    GPUs (0.28+), 8192 on ≥ 70 GiB (not A100), 2048 otherwise."""
+    v = vllm_version or default_vllm_version()
+    return batch_defaults(v, gpu_memory_bytes, gpu_traits(gpu_name, gpu_memory_bytes).name)[0]
+
+
+def default_max_num_seqs(gpu_memory_bytes: int, vllm_version: Optional[VllmVersion] = None,
+                         gpu_name: Optional[str] = None) -> int:
+    """vLLM's server default max_num_seqs: 1024 where the batched-token default
+    is ≥ 8192, else 256."""
+    v = vllm_version or default_vllm_version()
+    return batch_defaults(v, gpu_memory_bytes, gpu_traits(gpu_name, gpu_memory_bytes).name)[1]
+
+
+def activation_bytes(arch: ModelArch, *, tp: int = 1, max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
+                     vllm_version: Optional[VllmVersion] = None, gpu_memory_bytes: int = 80 * GIB,
+                     gpu_name: Optional[str] = None) -> int:
+    """Peak activation of the profiling run on one GPU (PP 1, bf16)."""
+    from llmctl.sizing.formats import weight_format
+
+    o = overheads(arch, weight_format(arch), gpu_memory_bytes=gpu_memory_bytes, gpu_name=gpu_name, tp=tp,
+                  vllm_version=vllm_version, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
+    return o.stages[-1].activation
+
+
+def non_torch_bytes(tp: int = 1, pp: int = 1, *, vllm_version: Optional[VllmVersion] = None,
+                    gpu_name: Optional[str] = "H100", hidden_size: int = 4096, max_num_batched_tokens: int = 8192) -> int:
+    """Non-torch memory per GPU: the base plus what tensor parallelism adds."""
+    v = vllm_version or default_vllm_version()
+    return int(NON_TORCH_BASE_GIB * GIB) + _comm(gpu_traits(gpu_name, 80 * GIB), v, tp, pp, hidden_size,
+                                                 max_num_batched_tokens, [])
+
+
+def cuda_graph_bytes(tp: int = 1, *, vllm_version: Optional[VllmVersion] = None, max_num_seqs: int = 1024,
+                     max_num_batched_tokens: int = 8192, gpu_name: Optional[str] = "H100") -> int:
+    """The CUDA-graph estimate the KV budget loses (0 for vLLM < 0.20)."""
+    v = vllm_version or default_vllm_version()
+    if not cuda_graphs_subtracted(v):
+        return 0
+    return cuda_graph_estimate_bytes(v, gpu_traits(gpu_name, 80 * GIB), max_num_seqs, max_num_batched_tokens)
+
+
+__all__ = [
+    "ACT_RESIDUAL_GIB", "CUDA_GRAPH_MIB_PER_GRAPH", "DEFAULT_GPU_MEMORY_UTILIZATION", "NON_TORCH_BASE_GIB",
+    "NVSWITCH_COMM_GIB", "Overheads", "Stage", "activation_bytes", "cuda_graph_bytes", "cuda_graph_estimate_bytes",
+    "default_gpu_memory_utilization", "default_max_num_batched_tokens", "default_max_num_seqs",
+    "moe_workspace_bytes", "non_torch_bytes", "overheads",
+]

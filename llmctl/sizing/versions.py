@@ -1,0 +1,219 @@
+"""Which vLLM the plan models, and what changes with its version.
+
+vLLM's start-up memory accounting changed several times between 0.8.5 and
+0.33 (docs/vllm-memory-profile.md reads the tagged PyPI sdists).  A plan
+therefore models one version: by default the vLLM the installed Ray pins
+(:func:`default_vllm_version`, via :mod:`llmctl.compat`) — the cluster's vLLM,
+not one installed next to llmctl.  Every switch below names the vLLM file and
+the versions it was read in.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional, Union
+
+from llmctl.sizing.formats import GIB, SizingError
+
+VersionTuple = tuple[int, int, int]
+
+# The range docs/vllm-memory-profile.md read (sdists 0.8.5 ... 0.33.0).  A plan
+# for a version outside it is marked approximate.
+MODELLED_FIRST: VersionTuple = (0, 8, 5)
+MODELLED_LAST: VersionTuple = (0, 33, 99)
+
+# Ray 2.60's pin (`ray[llm]==2.60.0` requires `vllm[audio]==0.29.0`, llmctl/compat.py),
+# used when no Ray is installed to read the pin from.
+FALLBACK_VLLM_VERSION = "0.29.0"
+
+_VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+@dataclass(frozen=True)
+class VllmVersion:
+    """A vLLM version as the plan uses it: ``release`` (major, minor, patch)
+    and the text it came from.  Pre-releases and dev builds of X.Y.Z count as
+    X.Y.Z (e.g. 0.10.1rc2.dev263 -> 0.10.1)."""
+
+    release: VersionTuple
+    text: str
+
+    @property
+    def label(self) -> str:
+        return "{}.{}.{}".format(*self.release)
+
+    @property
+    def modelled(self) -> bool:
+        return MODELLED_FIRST <= self.release <= MODELLED_LAST
+
+    def at_least(self, minor: int, patch: int = 0) -> bool:
+        return self.release >= (0, minor, patch)
+
+
+def parse_vllm_version(text: Union[str, "VllmVersion", None]) -> VllmVersion:
+    """``"0.19.0"``, ``"0.10.1.1"``, ``"v0.11.2"``, ``"0.10.1rc2.dev263+g2f13319f4"``.
+    ``None`` means :func:`default_vllm_version`.  Raises SizingError for text
+    that is not a version (e.g. "not stated")."""
+    if isinstance(text, VllmVersion):
+        return text
+    if text is None:
+        return default_vllm_version()
+    m = _VERSION.match(str(text))
+    if not m:
+        raise SizingError("vllm_version", f"not a vLLM version: {text!r} (e.g. 0.29.0)")
+    major, minor, patch = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    if major == 0 and minor < 8 and str(text).strip().startswith("0.1.dev"):
+        # setuptools-scm's version of an untagged source build: the number says nothing
+        raise SizingError("vllm_version", f"{text!r} is an untagged source build; give the release it is closest to")
+    return VllmVersion((major, minor, patch), str(text).strip())
+
+
+@lru_cache(maxsize=1)
+def default_vllm_version() -> VllmVersion:
+    """The vLLM the installed Ray pins (Ray's own ``vllm`` requirement,
+    :func:`llmctl.compat.ray_vllm_pin`), else :data:`FALLBACK_VLLM_VERSION`."""
+    from llmctl.compat import ray_vllm_pin
+
+    try:
+        pin = ray_vllm_pin()
+    except Exception:  # pragma: no cover - odd metadata: fall back
+        pin = None
+    if pin is not None:
+        for spec in pin.specifier:
+            if spec.operator in ("==", "==="):
+                try:
+                    return parse_vllm_version(spec.version)
+                except SizingError:
+                    break
+    return parse_vllm_version(FALLBACK_VLLM_VERSION)
+
+
+def version_problem(v: VllmVersion) -> Optional[str]:
+    """Why the memory model does not cover this version (None when it does)."""
+    if v.modelled:
+        return None
+    lo, hi = "{}.{}.{}".format(*MODELLED_FIRST), "0.{}".format(MODELLED_LAST[1])
+    if v.release < MODELLED_FIRST:
+        return f"vLLM {v.label} predates the modelled range ({lo}-{hi}; the V0 engine's profile differs)"
+    return f"vLLM {v.label} is newer than the modelled range ({lo}-{hi})"
+
+
+# --------------------------------------------------------------------------
+# Defaults
+
+
+def default_gpu_memory_utilization(v: Optional[VllmVersion] = None) -> float:
+    """CacheConfig.gpu_memory_utilization (vllm/config/cache.py): 0.9 up to
+    0.19.0, ``Field(default=0.92)`` from 0.20.0 (read in 0.20.0 ... 0.33.0)."""
+    v = v or default_vllm_version()
+    return 0.92 if v.at_least(20) else 0.9
+
+
+def batch_defaults(v: VllmVersion, nvml_total_bytes: int, device_name: str) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) of the OpenAI server
+    (engine/arg_utils.py EngineArgs.get_batch_defaults), keyed on the NVML
+    total (``get_device_total_memory``, nvidia-smi's figure) and device name:
+
+    - 0.28+: >= 160 GiB -> 16384 / 1024;
+    - 0.9.0+: >= 70 GiB and "a100" not in the name -> 8192 / 1024 (0.8.5: no
+      A100 exception);
+    - otherwise 2048 / 256.
+    """
+    if v.at_least(28) and nvml_total_bytes >= 160 * GIB:
+        return 16384, 1024
+    a100 = "a100" in device_name.lower() and v.at_least(9)
+    if nvml_total_bytes >= 70 * GIB and not a100:
+        return 8192, 1024
+    return 2048, 256
+
+
+def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *, blackwell: bool = False,
+                            v: Optional[VllmVersion] = None) -> list[int]:
+    """Decode batch sizes vLLM captures (config/vllm.py
+    VllmConfig._set_cudagraph_sizes, 0.19): ``[1, 2, 4] + range(8, 256, 8) +
+    range(256, max + 1, 16)`` up to ``max = min(2 × max_num_seqs, 512, T)``;
+    0.29+: 1024 instead of 512 on data-centre Blackwell."""
+    cap = 1024 if (blackwell and (v is None or v.at_least(29))) else 512
+    top = min(2 * max_num_seqs, cap, max_num_batched_tokens)
+    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, cap + 1, 16))
+    return [s for s in sizes if s <= top]
+
+
+# --------------------------------------------------------------------------
+# Switches of the profile (docs/vllm-memory-profile.md §1-§4, §7)
+
+
+def cuda_graphs_subtracted(v: VllmVersion) -> bool:
+    """vLLM takes its CUDA-graph estimate out of the KV budget from 0.20.0
+    (envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default "1"; "0" in 0.18
+    and 0.19, no estimate before 0.18: graphs came out of the 1 −
+    gpu_memory_utilization slack)."""
+    return v.at_least(20)
+
+
+def sampler_bytes_per_logit(v: VllmVersion) -> int:
+    """Bytes per logit the dummy sampler run holds at its peak (model dtype
+    bf16), by the top-k/top-p path vLLM takes (v1/sample/ops/topk_topp_sampler.py):
+
+    - FlashInfer (default up to 0.11.0 when installed — the vllm-openai images
+      ship it — and again from 0.21): bf16 logits 2 + float32 copy 4 + masked
+      logits 4 + probabilities 4 = 14;
+    - PyTorch (0.11.1-0.16: FlashInfer is opt-in, "Users must opt in explicitly
+      via VLLM_USE_FLASHINFER_SAMPLER=1"): ``logits.sort`` over R ≥ 128 rows runs
+      PyTorch's segmented_sort_pairs (aten/src/ATen/native/cuda/SortStable.cu),
+      which holds, besides the 2 + 4 of the logits, the sorted values 4, int64
+      indices 8, an int64 reverse-index array 8 and cub's alternate key/value
+      buffers 4 + 8 = 38 (later steps of apply_top_k_top_p peak lower, 28);
+    - 0.17-0.20: Triton sorts in place (14, plus the buffer of
+      :func:`triton_sampler_buffer`)."""
+    if v.release >= (0, 11, 1) and not v.at_least(17):
+        return 38
+    return 14
+
+
+def triton_sampler_buffer(v: VllmVersion) -> bool:
+    """0.17-0.20: apply_top_k_top_p_triton keeps ``buffer = logits.new_empty(
+    (min(next_power_of_2(R), num_SMs), vocab))`` in float32."""
+    return v.at_least(17) and not v.at_least(21)
+
+
+def moe_workspace_persistent(v: VllmVersion) -> bool:
+    """0.14+: FusedMoEModularKernel takes its workspaces from the per-device
+    WorkspaceManager (v1/worker/workspace.py), kept across the sampler run;
+    ≤ 0.13: fused_experts_impl allocated them per call, freed after each layer."""
+    return v.at_least(14)
+
+
+def comm_init_counted(v: VllmVersion) -> bool:
+    """0.9.2-0.10.2 take the memory snapshot before init_worker_distributed_
+    environment, so communicator buffers allocated at init count as non-torch
+    memory; 0.11.0+ initialise the distributed environment first
+    (gpu_worker.py init_device)."""
+    return v.release >= (0, 9, 2) and not v.at_least(11)
+
+
+def nccl_connects_eagerly(v: VllmVersion) -> bool:
+    """0.8.5-0.10.1 force NCCL_CUMEM_ENABLE=0 (env_override.py), so NCCL
+    connects every ring/tree at ncclCommInitRank; 0.10.2 dropped it (vllm PR
+    #24141) and NCCL connects lazily at the first collective."""
+    return not v.release >= (0, 10, 2)
+
+
+def fi_allreduce_fusion(v: VllmVersion, pp: int) -> bool:
+    """FlashInfer all-reduce + RMSNorm fusion at the default -O2 (config/vllm.py
+    enable_allreduce_rms_fusion, 0.17+) — also needs TP > 1 and SM 9.0/10.x
+    (checked by the caller); 0.17-0.20 and 0.23 also require PP == 1."""
+    if not v.at_least(17):
+        return False
+    if pp > 1 and ((v.at_least(17) and not v.at_least(21)) or (v.at_least(23) and not v.at_least(24))):
+        return False
+    return True
+
+
+def hybrid_allocator(v: VllmVersion) -> bool:
+    """0.9.2+ group sliding-window and full-attention layers
+    (kv_cache_utils._get_kv_cache_config_uniform_page_size); 0.8.5-0.9.0
+    allocate sliding layers as full attention (unify_hybrid_kv_cache_specs)."""
+    return v.release >= (0, 9, 2)
