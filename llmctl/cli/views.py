@@ -124,18 +124,16 @@ def print_ready(result) -> None:
                 markup=False, highlight=False,
             )
         out.print("", markup=False)
-        if not chat and not embed:
-            out.print(next_steps(result.apps[0].name if result.apps else "APP", result.local), markup=False)
-            return
-        out.print("python (pip install openai):", markup=False)
-        lines = ["  from openai import OpenAI", f"  client = OpenAI(base_url=\"{result.endpoint}\", api_key=\"not-needed\")"]
-        for model in chat[:1]:
-            lines += [f"  reply = client.chat.completions.create(model=\"{model}\", messages=[{{\"role\": \"user\", \"content\": \"Hello!\"}}])",
-                      "  print(reply.choices[0].message.content)"]
-        for model in embed[:1]:
-            lines += [f"  vector = client.embeddings.create(model=\"{model}\", input=\"Hello!\").data[0].embedding"]
-        out.print("\n".join(lines), markup=False, highlight=False)
-        out.print("", markup=False)
+        if chat or embed:  # the OpenAI client has no score call
+            out.print("python (pip install openai):", markup=False)
+            lines = ["  from openai import OpenAI", f"  client = OpenAI(base_url=\"{result.endpoint}\", api_key=\"not-needed\")"]
+            for model in chat[:1]:
+                lines += [f"  reply = client.chat.completions.create(model=\"{model}\", messages=[{{\"role\": \"user\", \"content\": \"Hello!\"}}])",
+                          "  print(reply.choices[0].message.content)"]
+            for model in embed[:1]:
+                lines += [f"  vector = client.embeddings.create(model=\"{model}\", input=\"Hello!\").data[0].embedding"]
+            out.print("\n".join(lines), markup=False, highlight=False)
+            out.print("", markup=False)
     out.print(next_steps(result.apps[0].name if result.apps else "APP", result.local), markup=False)
 
 

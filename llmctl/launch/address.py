@@ -54,9 +54,8 @@ def resolve_target(address: str | None) -> Target:
             return Target(url, local)
         return Target(url, None)
     hostport = addr[len("ray://") :] if addr.startswith("ray://") else addr
-    if local is not None and hostport in (local.gcs_address, f"localhost:{local.ports['gcs']}"):
-        return Target(local.dashboard_url, local)
-    if local is not None and hostport in (f"127.0.0.1:{local.ports['client_server']}", f"localhost:{local.ports['client_server']}"):
+    if local is not None and hostport in {f"{host}:{local.ports[p]}" for host in ("127.0.0.1", "localhost")
+                                          for p in ("gcs", "client_server")}:
         return Target(local.dashboard_url, local)
     return Target(_dashboard_from_ray(addr, hostport), None)
 

@@ -46,7 +46,7 @@ import httpx
 from llmctl.engine_args import pooling_task
 from llmctl.errors import ClusterUnreachable, DeployFailed, PreflightFailed, UsageError
 from llmctl.sources import env_ref
-from llmctl.validate.builders import app_llm_configs
+from llmctl.validate.builders import app_llm_configs, runtime_envs
 from llmctl.launch import address as _address
 from llmctl.launch import cluster as _cluster
 from llmctl.launch import preflight as _preflight
@@ -112,7 +112,6 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, lo
     for app in config.get("applications") or []:
         name = app.get("name") or "default"
         names.append(name)
-        _fill_env(app.get("runtime_env"), f"application {name!r}", env, secrets, used, path, send_tokens)
         ids = []
         for _, llm in app_llm_configs(app):
             if isinstance(llm, dict):
@@ -125,8 +124,9 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, lo
                     task = pooling_task(llm.get("engine_kwargs"), _architectures(src, path.parent))
                     if task:
                         pooling[str(mid)] = task
-                _fill_env(llm.get("runtime_env"), f"model {mid!r}", env, secrets, used, path, send_tokens)
         model_ids[name] = ids
+    for where, runtime_env in runtime_envs(config):
+        _fill_env(runtime_env, where, env, secrets, used, path, send_tokens)
     if len(set(names)) != len(names):
         raise UsageError(f"{path}: two applications have the same name")
     return Prepared(config, names, model_ids, sources, secrets, used, pooling, llm_configs)

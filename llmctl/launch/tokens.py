@@ -124,20 +124,13 @@ def write(pid: int, fd: Optional[int], value: str) -> bool:
 def token_entries(config: dict) -> Iterator[tuple[str, dict, str, Optional[str]]]:
     """``(where, env_vars, key, value)`` for every HF token entry of every
     runtime_env in a prepared serve config (the apps' and their LLMConfigs')."""
-    from llmctl.validate.builders import app_llm_configs
+    from llmctl.validate.builders import runtime_envs
 
-    for app in config.get("applications") or []:
-        name = app.get("name") or "default"
-        envs = [(f"application {name!r}", app.get("runtime_env"))]
-        for _, llm in app_llm_configs(app):
-            if isinstance(llm, dict):
-                mid = (llm.get("model_loading_config") or {}).get("model_id")
-                envs.append((f"model {mid!r}", llm.get("runtime_env")))
-        for where, renv in envs:
-            env_vars = renv.get("env_vars") if isinstance(renv, dict) else None
-            if isinstance(env_vars, dict):
-                for key in [k for k in env_vars if k in TOKEN_VARS]:
-                    yield where, env_vars, key, env_vars[key]
+    for where, renv in runtime_envs(config):
+        env_vars = renv.get("env_vars") if isinstance(renv, dict) else None
+        if isinstance(env_vars, dict):
+            for key in [k for k in env_vars if k in TOKEN_VARS]:
+                yield where, env_vars, key, env_vars[key]
 
 
 def hand_over(config: dict, pid: int, fd: Optional[int], environ: Mapping[str, str]) -> tuple[list[str], list[str], str]:

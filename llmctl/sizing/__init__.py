@@ -87,7 +87,6 @@ from llmctl.sizing.plan import (  # noqa: F401
 )
 from llmctl.sizing.devices import GPUTraits, gpu_traits  # noqa: F401
 from llmctl.sizing.profile import (  # noqa: F401
-    DEFAULT_GPU_MEMORY_UTILIZATION,
     Overheads,
     activation_bytes,
     cuda_graph_bytes,

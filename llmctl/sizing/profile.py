@@ -37,10 +37,6 @@ from llmctl.sizing.versions import (
 
 MIB = 1024**2
 
-# Kept for callers of the old constant: vLLM's default up to 0.19 (see
-# versions.default_gpu_memory_utilization for the versioned one).
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
-
 # --------------------------------------------------------------------------
 # Measured constants (llm-d-planner accuracy/results/v0.19.0 logs, vLLM 0.19.0,
 # H100 80GB; "Actual usage is W GiB for weight, A GiB for peak activation, N GiB
@@ -105,7 +101,6 @@ CUSTOM_AR_BYTES = 24 * MIB
 # PCIe GPUs and pre-Hopper NVLink (A100), which lack the buffers vLLM enables
 # on SM 9.0/10.x only (symmetric-memory all-reduce, FlashInfer fusion, NVLS).
 NCCL_COMM_BYTES = 2 * 100 * 1000**2
-PCIE_COMM_BYTES = NCCL_COMM_BYTES  # kept for callers of the old name
 
 
 # --------------------------------------------------------------------------
@@ -332,7 +327,7 @@ def cuda_graph_bytes(tp: int = 1, *, vllm_version: Optional[VllmVersion] = None,
 
 
 __all__ = [
-    "ACT_RESIDUAL_GIB", "CUDA_GRAPH_MIB_PER_GRAPH", "DEFAULT_GPU_MEMORY_UTILIZATION", "NON_TORCH_BASE_GIB",
+    "ACT_RESIDUAL_GIB", "CUDA_GRAPH_MIB_PER_GRAPH", "NON_TORCH_BASE_GIB",
     "NVSWITCH_COMM_GIB", "Overheads", "Stage", "activation_bytes", "cuda_graph_bytes", "cuda_graph_estimate_bytes",
     "default_gpu_memory_utilization", "default_max_num_batched_tokens", "default_max_num_seqs",
     "moe_workspace_bytes", "non_torch_bytes", "overheads",

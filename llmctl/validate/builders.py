@@ -220,6 +220,19 @@ def app_llm_configs(app: Any) -> Iterator[tuple[tuple, Any]]:
         yield from llm_config_slots(builder, app.get("args"))
 
 
+def runtime_envs(config: Any) -> Iterator[tuple[str, Any]]:
+    """``(where, runtime_env)`` of every application of a serve config and of
+    each of its (inlined) LLMConfigs; ``where`` names it for messages
+    ("application 'x'", "model 'y'")."""
+    for app in (config.get("applications") if isinstance(config, dict) else None) or []:
+        if not isinstance(app, dict):
+            continue
+        yield f"application {app.get('name') or 'default'!r}", app.get("runtime_env")
+        for _, llm in app_llm_configs(app):
+            if isinstance(llm, dict):
+                yield f"model {(llm.get('model_loading_config') or {}).get('model_id')!r}", llm.get("runtime_env")
+
+
 def is_llm_app(app: Any) -> bool:
     return isinstance(app, dict) and resolve(app.get("import_path")).builder is not None
 
