@@ -220,6 +220,14 @@ class WeightBytes:
     from_index: bool = False
 
 
+def expert_width_per_rank(arch: ModelArch, tp: int, expert_parallel: bool = False) -> int:
+    """One routed expert's intermediate width on one rank: split over TP
+    (column/row-parallel, rounded up), or whole with expert parallelism
+    (FusedMoEParallelConfig.make: the MoE layer runs with tp_size 1)."""
+    inter = (arch.moe.moe_intermediate_size if arch.moe else None) or arch.intermediate_size
+    return inter if expert_parallel else -(-inter // tp)
+
+
 def _layer_bytes(layer: _Layer, arch: ModelArch, fmt: WeightFormat, tp: int,
                  expert_parallel: bool = False) -> tuple[float, float]:
     """(bytes per GPU, of which replicated) for one layer at TP.  With expert
@@ -241,8 +249,7 @@ def _layer_bytes(layer: _Layer, arch: ModelArch, fmt: WeightFormat, tp: int,
     experts = layer.experts * exp * share
     if fmt.scheme == "mxfp4" and layer.experts and arch.moe is not None:
         h = arch.hidden_size
-        inter = arch.moe.moe_intermediate_size or arch.intermediate_size
-        i_rank = inter if ep else -(-inter // tp)
+        i_rank = expert_width_per_rank(arch, tp, ep)
         hp = _round_up(h, MXFP4_HIDDEN_ALIGN)
         ip = _round_up(i_rank, MXFP4_INTER_ALIGN)
         experts = experts * (hp * ip) / (h * i_rank)

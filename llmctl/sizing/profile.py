@@ -19,7 +19,7 @@ from typing import Optional
 from llmctl.catalog import ModelArch
 from llmctl.sizing.devices import GPUTraits, gpu_traits
 from llmctl.sizing.formats import GIB, WeightFormat
-from llmctl.sizing.params import _layers, pp_partition
+from llmctl.sizing.params import _layers, expert_width_per_rank, pp_partition
 from llmctl.sizing.versions import (
     VllmVersion,
     batch_defaults,
@@ -148,8 +148,7 @@ def moe_workspace_bytes(arch: ModelArch, tokens: int, tp: int = 1, *, expert_par
     m = arch.moe
     if m is None:
         return 0
-    inter = m.moe_intermediate_size or arch.intermediate_size
-    i_rank = inter if expert_parallel else -(-inter // tp)
+    i_rank = expert_width_per_rank(arch, tp, expert_parallel)
     h = arch.hidden_size
     return act_bytes * tokens * m.num_experts_per_tok * (max(i_rank, h) + max(2 * i_rank, h))
 
@@ -183,10 +182,8 @@ def _activation(arch, v: VllmVersion, traits: GPUTraits, fmt: WeightFormat, *, t
         if moe_workspace_persistent(v):
             persistent += moe_workspace_bytes(arch, T, tp, expert_parallel=expert_parallel, act_bytes=a)
         else:  # ≤ 0.13: fused_experts_impl, per call: cache13 + cache2 over min(T, 32768) tokens
-            m = arch.moe
-            inter = m.moe_intermediate_size or arch.intermediate_size
-            i_rank = inter if expert_parallel else -(-inter // tp)
-            forward += a * min(T, 32768) * m.num_experts_per_tok * (max(2 * i_rank, h) + i_rank)
+            i_rank = expert_width_per_rank(arch, tp, expert_parallel)
+            forward += a * min(T, 32768) * arch.moe.num_experts_per_tok * (max(2 * i_rank, h) + i_rank)
     if stage > 0:  # make_empty_intermediate_tensors: hidden_states + residual of T tokens
         persistent += 2 * T * h * a
     sampler = a * T * h  # the forward's output stays alive
