@@ -289,18 +289,27 @@ def test_down_cluster_stops_head_by_pid(llmctl_home, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", token)
     monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", token)
     state = cluster.start_head(num_cpus=1, num_gpus=0)
-    pids = cluster.session_pids(state.pid)
-    assert len(pids) > 5
-    link = Path(state.temp_dir, "hf-token")
-    assert link.is_symlink() and link.read_text() == token and token not in json.dumps(state.to_json())
-    assert tokens.read(state.pid, state.token_fd) == token
-    for pid in pids:
-        try:
-            env = dict(kv.split(b"=", 1) for kv in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in kv)
-        except OSError:
-            continue  # ended meanwhile
-        assert b"HF_TOKEN" not in env and b"HUGGING_FACE_HUB_TOKEN" not in env, (pid, cluster._comm(pid))
-        assert env[b"HF_TOKEN_PATH"] == str(link).encode()
+    try:
+        pids = cluster.session_pids(state.pid)
+        assert len(pids) > 5
+        link = Path(state.temp_dir, "hf-token")
+        assert link.is_symlink() and link.read_text() == token and token not in json.dumps(state.to_json())
+        assert tokens.read(state.pid, state.token_fd) == token
+        checked = set()
+        for pid in pids:
+            try:
+                env = dict(kv.split(b"=", 1) for kv in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in kv)
+            except OSError:
+                continue  # ended meanwhile
+            if b"PATH" not in env:
+                continue  # a process that set its title (setproctitle) wrote over its environ block: nothing to read
+            assert b"HF_TOKEN" not in env and b"HUGGING_FACE_HUB_TOKEN" not in env, (pid, cluster._comm(pid))
+            assert env[b"HF_TOKEN_PATH"] == str(link).encode(), (pid, cluster._comm(pid))
+            checked.add(cluster._comm(pid))
+        assert {"ray", "gcs_server", "raylet"} <= checked, checked
+    except BaseException:
+        cluster.stop_head(state)
+        raise
     assert tokens.write(state.pid, state.token_fd, "hf_replaced") and link.read_text() == "hf_replaced"
     p = subprocess.run([sys.executable, "-m", "llmctl", "down", "--cluster"], capture_output=True, text=True,
                        stdin=subprocess.DEVNULL, timeout=120)  # fmt: skip
