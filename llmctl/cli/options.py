@@ -54,7 +54,7 @@ Multi = Optional[List[str]]
 # KubeRay manifest options (llmctl kuberay, gen-config --kuberay).
 GpusPerNodeOpt = Annotated[Optional[List[str]], typer.Option(
     "--gpus-per-node", metavar="N|GPU=N",
-    help="GPUs per worker pod (the node size), for every GPU type or one (L4=4); default: the largest TP x PP of its models.")]
+    help="GPUs per worker pod (the node size), for every GPU type or one (L4=4); default: the least common multiple of its models' TP x PP.")]
 NodeSelectorOpt = Annotated[str, typer.Option(
     "--node-selector", metavar="STYLE",
     help="Node label that picks the GPU type: gke (cloud.google.com/gke-accelerator), nvidia (nvidia.com/gpu.product, GPU feature discovery) or none.")]
