@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import os
 import random
+from pathlib import Path
 
 import pytest
 import yaml
@@ -82,7 +83,7 @@ def _get(data, path):
     return data
 
 
-def mutate(rng: random.Random, data):
+def mutate(rng: random.Random, data, keys=ODD_KEYS, values=ODD_VALUES):
     """One to three random edits: replace a value, delete or add a key, change a container's type."""
     data = copy.deepcopy(data)
     for _ in range(rng.randint(1, 3)):
@@ -91,19 +92,19 @@ def mutate(rng: random.Random, data):
         op = rng.random()
         if not path:
             if isinstance(data, dict):
-                data[rng.choice(ODD_KEYS)] = rng.choice(ODD_VALUES)
+                data[rng.choice(keys)] = rng.choice(values)
             continue
         parent, key = _get(data, path[:-1]), path[-1]
         if op < 0.5:
-            parent[key] = copy.deepcopy(rng.choice(ODD_VALUES))
+            parent[key] = copy.deepcopy(rng.choice(values))
         elif op < 0.7 and isinstance(parent, dict):
             del parent[key]
         elif op < 0.85:
             target = parent[key]
             if isinstance(target, dict):
-                target[rng.choice(ODD_KEYS)] = copy.deepcopy(rng.choice(ODD_VALUES))
+                target[rng.choice(keys)] = copy.deepcopy(rng.choice(values))
             elif isinstance(target, list):
-                target.append(copy.deepcopy(rng.choice(ODD_VALUES + [MODEL])))
+                target.append(copy.deepcopy(rng.choice(values + [MODEL])))
             else:
                 parent[key] = [target] if rng.random() < 0.5 else {"value": target}
         else:
@@ -141,6 +142,68 @@ def test_validate_never_raises_on_mutated_configs(tmp_path):
     assert not failed_checks, f"{len(failed_checks)} checks failed inside; first:\n{failed_checks[0]}"
     # The mutations reach the checks, not only the YAML parser.
     assert len(codes) >= 15, codes
+
+
+SAMPLES = sorted((Path(__file__).parent / "data" / "kuberay_samples").glob("*.yaml"))
+K8S_KEYS = ["rayStartParams", "num-gpus", "num-cpus", "resources", "limits", "requests", "nvidia.com/gpu", "cpu", "memory",
+            "replicas", "minReplicas", "maxReplicas", "workerGroupSpecs", "headGroupSpec", "groupName", "containers", "env",
+            "valueFrom", "secretKeyRef", "key", "upgradeStrategy", "type", "serveConfigV2", "rayClusterConfig",
+            "enableInTreeAutoscaling", "nodeSelector", "volumes", "volumeMounts", "emptyDir", "medium", "sizeLimit",
+            "metadata", "name", "apiVersion", "kind", "spec", "template", "image", "ports", "rayVersion"]
+K8S_VALUES = ["4", "1Gi", "four", "500m", "-1", "ray.io/v1alpha1", "RayService", "NewCluster", "None", "Bogus", "Memory",
+              "HF_TOKEN", {"secretKeyRef": {"name": "hf"}}, {"nvidia.com/gpu": "x"}, [{"name": "HF_TOKEN", "value": "hf_" + "b" * 34}]]
+
+
+def mutate_manifest(rng: random.Random, manifest: dict) -> dict:
+    """Half the time an edit of the Kubernetes object, half the time one of
+    the serve config inside its serveConfigV2 string (dumped back as text)."""
+    if rng.random() < 0.5 or not isinstance((manifest.get("spec") or {}).get("serveConfigV2"), str):
+        return mutate(rng, manifest, ODD_KEYS + K8S_KEYS, ODD_VALUES + K8S_VALUES)
+    out = copy.deepcopy(manifest)
+    inner = mutate(rng, yaml.safe_load(out["spec"]["serveConfigV2"]))
+    try:
+        out["spec"]["serveConfigV2"] = yaml.safe_dump(inner, sort_keys=False, allow_unicode=True)
+    except yaml.YAMLError:
+        pass  # an undumpable value (a dict key YAML cannot hold): the manifest stays as it was
+    return out
+
+
+@pytest.mark.skipif(not SAMPLES, reason="tests/data/kuberay_samples holds no sample")
+def test_validate_never_raises_on_mutated_rayservices(tmp_path):
+    """The same fuzz over KubeRay's LLM samples: the RayService checks
+    (strict schema, operator rules, GPU arithmetic, secrets) and the serve
+    checks on the serveConfigV2 inside it return diagnostics, never raise."""
+    from llmctl.kuberay.validate import validate_text
+
+    rng = random.Random(20261125)
+    seeds = [d for p in SAMPLES for d in yaml.safe_load_all(p.read_text(encoding="utf-8"))
+             if isinstance(d, dict) and d.get("kind") == "RayService"]
+    assert len(seeds) >= len(SAMPLES)
+    cases = max(1, CASES // 10)  # a case costs ~5x a serve-config case (the strict schema check)
+    crashes: list[str] = []
+    failed_checks: list[str] = []
+    codes: dict[str, int] = {}
+    for n in range(cases):
+        doc = mutate_manifest(rng, seeds[n % len(seeds)])
+        try:
+            text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+        except yaml.YAMLError:
+            continue
+        try:
+            diags = validate_text(tmp_path / f"rs{n}.yaml", text)
+        except Exception as e:  # noqa: BLE001 - what the fuzz looks for
+            crashes.append(f"case {n}: {type(e).__name__}: {e}\n{text}")
+            continue
+        for d in diags:
+            codes[d.code] = codes.get(d.code, 0) + 1
+            if d.code == "check-failed":
+                failed_checks.append(f"case {n}: {d}\n{text}")
+    print(f"\nRayService fuzz: {cases} cases, {len(crashes)} raised, {len(failed_checks)} checks failed inside, "
+          f"{len(codes)} diagnostic codes reached: {sorted(codes)}")
+    assert not crashes, f"{len(crashes)} of {cases} cases raised; first:\n{crashes[0]}"
+    assert not failed_checks, f"{len(failed_checks)} checks failed inside; first:\n{failed_checks[0]}"
+    # Both layers are reached: Kubernetes-level codes and serve-config codes.
+    assert any(c.startswith("k8s-") for c in codes) and any(not c.startswith("k8s-") and c != "yaml" for c in codes), codes
 
 
 @pytest.mark.timeout(60)
