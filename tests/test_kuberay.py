@@ -8,6 +8,7 @@ import copy
 import json
 import math
 import re
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -108,7 +109,7 @@ def _arith_holds(rs: dict) -> None:
     assert auto == any(g["maxReplicas"] > g["minReplicas"] for g in groups)
 
 
-def _no_token_values(text: str, rs: dict) -> None:
+def _no_token_values(text: str, rs: dict, secret: str | None) -> None:
     assert not TOKEN_SHAPE.search(text)
     serve = yaml.safe_load(rs["spec"]["serveConfigV2"])
     for app in serve["applications"]:
@@ -116,8 +117,20 @@ def _no_token_values(text: str, rs: dict) -> None:
             assert "HF_TOKEN" not in json.dumps(c.get("runtime_env", {}))
     rc = rs["spec"]["rayClusterConfig"]
     for grp in [rc["headGroupSpec"], *rc["workerGroupSpecs"]]:
-        for e in grp["template"]["spec"]["containers"][0].get("env", []):
-            assert "value" not in e and set(e["valueFrom"]) == {"secretKeyRef"}
+        spec = grp["template"]["spec"]
+        env = {e["name"]: e for e in spec["containers"][0].get("env", [])}
+        # Never HF_TOKEN in a pod's environment: Ray Serve LLM would copy it into runtime_envs (ENV_VARS_TO_PROPAGATE).
+        assert not {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"} & set(env)
+        if secret is None:
+            assert "HF_TOKEN_PATH" not in env and not any("secret" in v for v in spec.get("volumes", []))
+            continue
+        # The Secret's key as a read-only file in every container, named by HF_TOKEN_PATH.
+        token_path = Path(env["HF_TOKEN_PATH"]["value"])
+        mount = next(m for m in spec["containers"][0]["volumeMounts"] if m["mountPath"] == str(token_path.parent))
+        assert mount["readOnly"] is True
+        volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+        name, key = secret.split(":")
+        assert volume["secret"] == {"secretName": name, "items": [{"key": key, "path": token_path.name}]}
 
 
 CASES = {
@@ -148,7 +161,7 @@ def test_generated_manifest_is_valid_by_both_checks(case, tmp_path):
     assert _errors(text, str(path)) == []
     assert strict_errors(rs) == []
     _arith_holds(rs)
-    _no_token_values(text, rs)
+    _no_token_values(text, rs, kube.hf_secret)
     serve = yaml.safe_load(rs["spec"]["serveConfigV2"])
     assert "http_options" not in serve  # the proxy on 0.0.0.0:8000, Ray's default
     assert all(isinstance(c, dict) for app in serve["applications"] for c in app["args"]["llm_configs"])
@@ -186,6 +199,30 @@ def test_kuberay_samples_validate_without_errors():
         assert _errors(f.read_text(), str(f)) == [], f.name
         docs = [d for d in yaml.safe_load_all(f.read_text()) if d and d.get("kind") == "RayService"]
         assert docs and all(strict_errors(d) == [] for d in docs)
+
+
+def test_token_in_pod_env_is_one_warning(base):
+    """KubeRay's samples set HF_TOKEN from a Secret in the pods' environment,
+    from where Ray Serve LLM copies it into its engine workers' runtime_env
+    (Ray's dashboard shows it): one warning per manifest, at the first such
+    entry, never an error; llmctl's own manifests mount the Secret as a file."""
+    with_env = 0
+    for f in sorted(SAMPLES.glob("*.yaml")):
+        text = f.read_text()
+        envs = [e for d in yaml.safe_load_all(text) if d and d.get("kind") == "RayService"
+                for g in [d["spec"]["rayClusterConfig"]["headGroupSpec"], *d["spec"]["rayClusterConfig"]["workerGroupSpecs"]]
+                for c in g["template"]["spec"]["containers"] for e in c.get("env", [])
+                if e["name"] in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN") and "valueFrom" in e]
+        warned = [d for d in validate_text(f, text) if d.code == "k8s-token-env"]
+        assert len(warned) == (1 if envs else 0), (f.name, [str(d) for d in warned])
+        if envs:
+            with_env += 1
+            d = warned[0]
+            assert d.severity == "warning" and "HF_TOKEN_PATH" in d.message and f"({len(envs)} entr" in d.message
+            assert re.search(r"HF_TOKEN|HUGGING_FACE_HUB_TOKEN", text.splitlines()[d.line - 1]), d
+    assert with_env >= 2  # the samples do it; the check is not vacuous
+    ours = yaml.dump(base, Dumper=_Dumper, sort_keys=False)  # a gated model's manifest with --hf-secret
+    assert "HF_TOKEN_PATH" in ours and not [d for d in validate_text("rs.yaml", ours) if d.code == "k8s-token-env"]
 
 
 @pytest.mark.skipif(not SHARED_SAMPLES.is_dir(), reason="../shared/reference/kuberay/samples is not on this machine")
@@ -257,8 +294,11 @@ BROKEN = [
      "workerGroupSpecs[0].rayStartParam", "k8s-schema", "did you mean 'rayStartParams'"),
     ("no headGroupSpec", lambda rs: rs["spec"]["rayClusterConfig"].pop("headGroupSpec"),
      "rayClusterConfig.headGroupSpec", "k8s-schema", "missing required field 'headGroupSpec'"),
-    ("secretKeyRef without key", lambda rs: _wc(rs)["env"][0]["valueFrom"]["secretKeyRef"].pop("key"),
+    ("secretKeyRef without key", lambda rs: _wc(rs)["env"].append({"name": "WANDB_API_KEY",
+                                                                     "valueFrom": {"secretKeyRef": {"name": "wandb"}}}),
      "secretKeyRef.key", "k8s-schema", "missing required field 'key'"),
+    ("secret volume item without key", lambda rs: _worker(rs)["template"]["spec"]["volumes"][0]["secret"]["items"][0].pop("key"),
+     "items[0].key", "k8s-schema", "missing required field 'key'"),
     ("60-character name", lambda rs: rs["metadata"].__setitem__("name", "a" * 60),
      "metadata.name", "k8s-name", "60 characters; at most 47"),
     ("minReplicas > maxReplicas", lambda rs: _worker(rs).update(minReplicas=3, replicas=3),

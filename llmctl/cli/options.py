@@ -60,7 +60,7 @@ NodeSelectorOpt = Annotated[str, typer.Option(
     help="Node label that picks the GPU type: gke (cloud.google.com/gke-accelerator), nvidia (nvidia.com/gpu.product, GPU feature discovery) or none.")]
 HfSecretOpt = Annotated[Optional[str], typer.Option(
     "--hf-secret", metavar="NAME:KEY",
-    help="Kubernetes Secret (and key) holding the Hugging Face token, set as HF_TOKEN on every pod. Never the token.")]
+    help="Kubernetes Secret (and key) holding the Hugging Face token, mounted as a file on every pod (HF_TOKEN_PATH). Never the token.")]
 ImageOpt = Annotated[Optional[str], typer.Option(
     "--image", metavar="IMAGE", help="Container image (default rayproject/ray-llm:<Ray version>-py311-cu128).")]
 UpgradeStrategyOpt = Annotated[str, typer.Option(

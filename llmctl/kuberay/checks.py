@@ -29,6 +29,8 @@ UPGRADE_TYPES = ("NewCluster", "NewClusterWithIncrementalUpgrade", "None")
 TIMEOUT_ANNOTATION = "ray.io/initializing-timeout"
 _GO_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")
 _START_PARAM_RESOURCES = ("num-cpus", "num-gpus", "memory", "resources")
+# Ray Serve LLM's ENV_VARS_TO_PROPAGATE (ray/llm/_internal/serve/constants.py), copied into runtime_envs.
+_PROPAGATED = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 _SECRET_ENV = re.compile(r"(^|_)(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|TOKEN|API_KEY|SECRET|PASSWORD|SECRET_ACCESS_KEY)$", re.I)
 _SIM_LIMIT = 4096  # replicas or pods beyond this: GPU arithmetic only, no bundle-by-bundle placement
 
@@ -107,12 +109,21 @@ def operator_rules(obj: dict, add: Add) -> None:
             add(("spec", "rayClusterConfig", "headGroupSpec", "template", "spec", "containers", 0, "resources"),
                 "set cpu and memory limits on the head with the autoscaler on (the autoscaler fails without them, "
                 "kuberay#2612)", "warning", code="k8s-head")
+    copied = []  # where an HF token comes from a Secret into a container's environment
     for loc, c in _all_containers(rc):
         for j, e in enumerate(_list(c.get("env"))):
             if isinstance(e, dict) and isinstance(e.get("name"), str) and _SECRET_ENV.search(e["name"]) \
                     and isinstance(e.get("value"), str) and e["value"] and not e["value"].startswith("$("):
                 add(loc + ("env", j, "value"), f"{e['name']} holds a literal value: anyone who can read the RayService reads "
                                                "it; use valueFrom.secretKeyRef (a Kubernetes Secret)", code="literal-token")
+            elif isinstance(e, dict) and e.get("name") in _PROPAGATED and isinstance(e.get("valueFrom"), dict):
+                copied.append((loc + ("env", j), e["name"]))
+    if copied:
+        add(copied[0][0], f"{copied[0][1]} from a Secret in the pods' environment ({len(copied)} entr"
+                          f"{'y' if len(copied) == 1 else 'ies'}): Ray Serve LLM copies HF_TOKEN and HUGGING_FACE_HUB_TOKEN "
+                          "from a replica's environment into its engine workers' runtime_env, which Ray's dashboard and "
+                          "state API show; mount the Secret as a file and set HF_TOKEN_PATH to it instead "
+                          "(llmctl kuberay --hf-secret does)", "warning", code="k8s-token-env")
 
 
 def _containers(group: dict) -> list[dict]:

@@ -3,12 +3,13 @@
 
 The mapping (sources in ../shared/reference/kuberay/NOTES.md, section 3):
 every llm_config inlined into ``serveConfigV2`` (pods cannot read local
-files), the proxy on 0.0.0.0:8000, the HF token from an existing Secret on
-head and workers (never a value); a head that runs no replica (``num-cpus``
+files), the proxy on 0.0.0.0:8000, the HF token from an existing Secret
+mounted as a file on head and workers (``HF_TOKEN_PATH``; never a value, never
+in the pods' environment); a head that runs no replica (``num-cpus``
 and ``num-gpus`` "0"); one worker group per accelerator type with G GPUs per
-pod (default the largest TP × PP among its models, always a multiple of each
-TP) and ``ceil(Σ replicas × TP × PP / G)`` pods at min and max replicas; the
-Ray autoscaler on when any model autoscales. The result is validated by
+pod (default the least common multiple of its models' TP × PP) and
+``ceil(Σ replicas × TP × PP / G)`` pods at min and max replicas; the Ray
+autoscaler on when any model autoscales. The result is validated by
 :mod:`llmctl.kuberay.validate` before anything is written; nothing here
 prints.
 """

@@ -19,11 +19,22 @@ from llmctl.render import _yaml_block, _yaml_inline, comment_lines
 HEAD_CPU, HEAD_MEMORY = "4", "16Gi"  # the samples use 2-4 CPUs and 5-16Gi: Ray's control plane, no replica
 
 
-def _env(secret: Optional[tuple[str, str]]) -> list[dict]:
+# The HF token reaches the pods as a file from the Secret, not as HF_TOKEN in their environment: Ray Serve LLM copies
+# HF_TOKEN / HUGGING_FACE_HUB_TOKEN from a replica's environment into the runtime_env of its engine workers
+# (ray/llm/_internal/serve/engines/vllm/vllm_models.py, ENV_VARS_TO_PROPAGATE), which Ray's dashboard and state API
+# show. huggingface_hub reads the file named by HF_TOKEN_PATH, and Ray has nothing to copy.
+TOKEN_DIR, TOKEN_FILE, TOKEN_VOLUME = "/var/run/secrets/huggingface", "token", "hf-token"
+
+
+def _token_mount(secret: Optional[tuple[str, str]]) -> tuple[list[dict], list[dict], list[dict]]:
+    """``(env, volumeMounts, volumes)`` of a container that reads the HF token
+    from the Secret's key as a read-only file (none without a Secret)."""
     if secret is None:
-        return []
+        return [], [], []
     name, key = secret
-    return [{"name": n, "valueFrom": {"secretKeyRef": {"name": name, "key": key}}} for n in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")]
+    return ([{"name": "HF_TOKEN_PATH", "value": f"{TOKEN_DIR}/{TOKEN_FILE}"}],
+            [{"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True}],
+            [{"name": TOKEN_VOLUME, "secret": {"secretName": name, "items": [{"key": key, "path": TOKEN_FILE}]}}])
 
 
 def _worker_memory(acc: str, gpus: int) -> str:
@@ -34,7 +45,7 @@ def _worker_memory(acc: str, gpus: int) -> str:
     return f"{max(16, int(0.8 * mem * gpus))}Gi"
 
 
-def _group(gr: dict, image: str, env: list[dict], autoscaling: bool) -> tuple[dict, list[str]]:
+def _group(gr: dict, image: str, token: tuple[list[dict], list[dict], list[dict]], autoscaling: bool) -> tuple[dict, list[str]]:
     acc, g = gr["acc"], gr["gpus"]
     ms = gr["models"]
     replicas = gr["pods_min"] if autoscaling else gr["pods_max"]
@@ -42,15 +53,19 @@ def _group(gr: dict, image: str, env: list[dict], autoscaling: bool) -> tuple[di
     if gr["declare"]:
         params["resources"] = nodes.resources_param({f"accelerator_type:{acc}": 1})
     container: dict[str, Any] = {"name": "ray-worker", "image": image}
+    env, mounts, volumes = copy.deepcopy(token)
     if env:
-        container["env"] = copy.deepcopy(env)
+        container["env"] = env
     cpu, memory = str(max(4, 4 * g)), _worker_memory(acc, g)
     container["resources"] = {"limits": {"cpu": cpu, "memory": memory, nodes.GPU_RESOURCE: str(g)},
                               "requests": {"cpu": cpu, "memory": memory, nodes.GPU_RESOURCE: str(g)}}
     spec: dict[str, Any] = {"containers": [container]}
     if gr["shm"]:
-        container["volumeMounts"] = [{"mountPath": "/dev/shm", "name": "dshm"}]
-        spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+        mounts.append({"mountPath": "/dev/shm", "name": "dshm"})
+        volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory"}})
+    if mounts:
+        container["volumeMounts"] = mounts
+        spec["volumes"] = volumes
     if gr["label"]:
         spec["nodeSelector"] = {gr["label"][0]: gr["label"][1]}
     spec["tolerations"] = [{"key": nodes.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
@@ -84,18 +99,21 @@ def render(*, name: str, serve: dict, serve_path: str, groups: list[dict], autos
     from llmctl.compat import ray_vllm_pin
 
     serve_text = yaml.safe_dump(serve, sort_keys=False, allow_unicode=True, width=100)
-    env = _env(secret)
+    token = _token_mount(secret)
     head_container: dict[str, Any] = {
         "name": "ray-head", "image": image,
         "ports": [{"containerPort": 6379, "name": "gcs-server"}, {"containerPort": 8265, "name": "dashboard"},
                   {"containerPort": 10001, "name": "client"}, {"containerPort": 8000, "name": "serve"}],
         "resources": {"limits": {"cpu": HEAD_CPU, "memory": HEAD_MEMORY}, "requests": {"cpu": HEAD_CPU, "memory": HEAD_MEMORY}},
     }
-    if env:
-        head_container["env"] = copy.deepcopy(env)
+    head_spec: dict[str, Any] = {"containers": [head_container]}
+    if secret is not None:
+        env, mounts, volumes = copy.deepcopy(token)
+        head_container.update(env=env, volumeMounts=mounts)
+        head_spec["volumes"] = volumes
     head = {"rayStartParams": {"num-cpus": "0", "num-gpus": "0", "dashboard-host": "0.0.0.0"},
-            "template": {"spec": {"containers": [head_container]}}}
-    workers = [_group(gr, image, env, autoscaling) for gr in groups]
+            "template": {"spec": head_spec}}
+    workers = [_group(gr, image, token, autoscaling) for gr in groups]
     cluster: dict[str, Any] = {"rayVersion": version}
     if autoscaling:
         cluster["enableInTreeAutoscaling"] = True
@@ -129,7 +147,9 @@ def render(*, name: str, serve: dict, serve_path: str, groups: list[dict], autos
     lines += ["  " + ln for ln in comment_lines(
         "The Serve config with every llm_config inlined (the pods have no local files), the proxy on 0.0.0.0:8000 "
         "(Ray's default) for KubeRay's serve Service and readiness probe"
-        + (", and the HF token from the Secret in the pods' env (never here)." if secret else "."), 94)]
+        + (f", and the HF token as a file from the Secret ({TOKEN_DIR}/{TOKEN_FILE}, named by HF_TOKEN_PATH; never "
+           "here, and never in the pods' environment, from where Ray Serve LLM would copy it into runtime_envs that "
+           "Ray's dashboard shows)." if secret else "."), 94)]
     lines += ["  serveConfigV2: |"]
     lines += ["    " + ln if ln else "" for ln in serve_text.rstrip("\n").split("\n")]
     vllm = f", whose vLLM is Ray's pin (vllm{pin.specifier})" if pin is not None else ""
