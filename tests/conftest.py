@@ -17,6 +17,7 @@ Nothing here downloads anything: ``HF_HUB_OFFLINE=1`` for the whole run.
 from __future__ import annotations
 
 import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,12 @@ os.environ.pop("RAY_ADDRESS", None)  # tests choose their cluster explicitly
 # Rich sizes tables to the terminal; under pytest-xdist (make test-fast) a
 # worker has none. One width for every runner keeps table output comparable.
 os.environ["COLUMNS"] = "200"
+# A suite started as a background job of a shell without job control inherits
+# SIGINT ignored, and every child would too (an ignored signal survives exec):
+# the Ctrl-C tests could not interrupt `status --watch` or `logs --follow`.
+# With a handler here, children start with the default disposition.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

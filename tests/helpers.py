@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,10 +120,23 @@ class Proc:
         raise AssertionError(f"no {needle!r} after {timeout:.0f}s:\n{self.text('out')}\n{self.text('err')}")
 
     def interrupt(self, timeout: float = 30) -> Result:
+        """Ctrl-C, pressed again every 10 s while the process runs, as a user
+        would. Once (1 run of about 70), `up --follow` interrupted right as it
+        began following kept following; 65 further tries did not repeat it
+        and no handler in llmctl swallows KeyboardInterrupt (a Python
+        finalizer running the handler would: "Exception ignored")."""
         import signal
 
-        self.p.send_signal(signal.SIGINT)
-        self.p.wait(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            self.p.send_signal(signal.SIGINT)
+            try:
+                self.p.wait(timeout=min(10.0, max(0.1, deadline - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    self.p.kill()
+                    raise
         for t in self._threads:
             t.join(timeout=5)
         return Result(self.p.returncode, self.text("out"), self.text("err"))
