@@ -112,23 +112,22 @@ def mutate(rng: random.Random, data, keys=ODD_KEYS, values=ODD_VALUES):
     return data
 
 
-def test_validate_never_raises_on_mutated_configs(tmp_path):
-    rng = random.Random(20261124)
+def fuzz(label: str, cases: int, make_doc, check) -> dict[str, int]:
+    """Dump ``make_doc(n)`` for ``n`` in ``range(cases)`` and validate it with
+    ``check(n, text)``: no case may raise and no check may fail inside. Prints
+    the figures for the closing note; returns the diagnostic codes reached."""
     crashes: list[str] = []
     failed_checks: list[str] = []
     codes: dict[str, int] = {}
     skipped = 0
-    for n in range(CASES):
-        kind, seed = SEEDS[n % len(SEEDS)]
-        doc = mutate(rng, seed)
+    for n in range(cases):
         try:
-            text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+            text = yaml.safe_dump(make_doc(n), sort_keys=False, allow_unicode=True)
         except yaml.YAMLError:
             skipped += 1
             continue
-        path = str(tmp_path / f"case{n}.yaml")
         try:
-            diags = validate_rendered([(path, text, kind)])
+            diags = check(n, text)
         except Exception as e:  # noqa: BLE001 - what the fuzz looks for
             crashes.append(f"case {n}: {type(e).__name__}: {e}\n{text}")
             continue
@@ -136,10 +135,17 @@ def test_validate_never_raises_on_mutated_configs(tmp_path):
             codes[d.code] = codes.get(d.code, 0) + 1
             if d.code == "check-failed":
                 failed_checks.append(f"case {n}: {d}\n{text}")
-    print(f"\nfuzz: {CASES} cases ({skipped} not YAML-dumpable), {len(crashes)} raised, {len(failed_checks)} checks failed "
-          f"inside, {len(codes)} diagnostic codes reached")  # the figures for the closing note
-    assert not crashes, f"{len(crashes)} of {CASES} cases raised; first:\n{crashes[0]}"
+    print(f"\n{label}: {cases} cases ({skipped} not YAML-dumpable), {len(crashes)} raised, {len(failed_checks)} checks "
+          f"failed inside, {len(codes)} diagnostic codes reached: {sorted(codes)}")
+    assert not crashes, f"{len(crashes)} of {cases} cases raised; first:\n{crashes[0]}"
     assert not failed_checks, f"{len(failed_checks)} checks failed inside; first:\n{failed_checks[0]}"
+    return codes
+
+
+def test_validate_never_raises_on_mutated_configs(tmp_path):
+    rng = random.Random(20261124)
+    codes = fuzz("fuzz", CASES, lambda n: mutate(rng, SEEDS[n % len(SEEDS)][1]),
+                 lambda n, text: validate_rendered([(str(tmp_path / f"case{n}.yaml"), text, SEEDS[n % len(SEEDS)][0])]))
     # The mutations reach the checks, not only the YAML parser.
     assert len(codes) >= 15, codes
 
@@ -180,28 +186,8 @@ def test_validate_never_raises_on_mutated_rayservices(tmp_path):
              if isinstance(d, dict) and d.get("kind") == "RayService"]
     assert len(seeds) >= len(SAMPLES)
     cases = max(1, CASES // 10)  # a case costs ~5x a serve-config case (the strict schema check)
-    crashes: list[str] = []
-    failed_checks: list[str] = []
-    codes: dict[str, int] = {}
-    for n in range(cases):
-        doc = mutate_manifest(rng, seeds[n % len(seeds)])
-        try:
-            text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
-        except yaml.YAMLError:
-            continue
-        try:
-            diags = validate_text(tmp_path / f"rs{n}.yaml", text)
-        except Exception as e:  # noqa: BLE001 - what the fuzz looks for
-            crashes.append(f"case {n}: {type(e).__name__}: {e}\n{text}")
-            continue
-        for d in diags:
-            codes[d.code] = codes.get(d.code, 0) + 1
-            if d.code == "check-failed":
-                failed_checks.append(f"case {n}: {d}\n{text}")
-    print(f"\nRayService fuzz: {cases} cases, {len(crashes)} raised, {len(failed_checks)} checks failed inside, "
-          f"{len(codes)} diagnostic codes reached: {sorted(codes)}")
-    assert not crashes, f"{len(crashes)} of {cases} cases raised; first:\n{crashes[0]}"
-    assert not failed_checks, f"{len(failed_checks)} checks failed inside; first:\n{failed_checks[0]}"
+    codes = fuzz("RayService fuzz", cases, lambda n: mutate_manifest(rng, seeds[n % len(seeds)]),
+                 lambda n, text: validate_text(tmp_path / f"rs{n}.yaml", text))
     # Both layers are reached: Kubernetes-level codes and serve-config codes.
     assert any(c.startswith("k8s-") for c in codes) and any(not c.startswith("k8s-") and c != "yaml" for c in codes), codes
 
