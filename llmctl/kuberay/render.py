@@ -11,9 +11,9 @@ import yaml
 
 from llmctl import __version__
 from llmctl.errors import LlmctlError
-from llmctl.kuberay import nodes
-from llmctl.kuberay.checks import TIMEOUT_ANNOTATION
-from llmctl.kuberay.schema import KUBERAY_VERSION
+from llmctl.validate.rayservice import nodes
+from llmctl.validate.rayservice.checks import TIMEOUT_ANNOTATION
+from llmctl.validate.rayservice.schema import KUBERAY_VERSION
 from llmctl.render import _yaml_block, _yaml_inline, comment_lines
 
 HEAD_CPU, HEAD_MEMORY = "4", "16Gi"  # the samples use 2-4 CPUs and 5-16Gi: Ray's control plane, no replica

@@ -33,7 +33,7 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)
 
 from llmctl.errors import ClusterUnreachable, DeployFailed, LlmctlError, RequestTimeout
-from llmctl.validate.builders import app_llm_configs
+from llmctl.builders import app_llm_configs
 
 APPS_PATH = "/api/serve/applications/"
 TERMINAL_OK = "RUNNING"

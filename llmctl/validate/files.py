@@ -11,7 +11,7 @@ import yaml
 from llmctl.errors import ValidationFailed
 from llmctl.sources import looks_local_path, path_probe
 from llmctl.validate.documents import Diagnostic, _Doc, _read_doc, _Sink, errors_only
-from llmctl.validate import builders
+from llmctl import builders
 from llmctl.validate.llm_config import check_llm_config
 from llmctl.validate.secrets import check_secrets
 from llmctl.validate.serve_config import check_serve_config, config_file_path, ray_serve_schema
@@ -52,7 +52,7 @@ def check_embedded(doc: _Doc, results: list[Diagnostic]) -> None:
 def _as_manifest(path: Path) -> Optional[list[Diagnostic]]:
     """Diagnostics of a Kubernetes manifest file (RayService), or None when the
     file is not one (then the serve/model config checks read it)."""
-    from llmctl.kuberay.validate import manifest_nodes, validate_manifest
+    from llmctl.validate.rayservice import manifest_nodes, validate_manifest
 
     try:
         nodes = manifest_nodes(path.read_text(encoding="utf-8"))
@@ -60,6 +60,15 @@ def _as_manifest(path: Path) -> Optional[list[Diagnostic]]:
         return None  # _read_doc reports it
     if nodes is None:
         return None
+    return validate_manifest(str(path), nodes, check_doc=check_embedded)
+
+
+def validate_text(path: str | Path, text: str) -> list[Diagnostic]:
+    """Diagnostics of RayService manifest text (gen-config checks a manifest
+    this way before writing it)."""
+    from llmctl.validate.rayservice import manifest_nodes, validate_manifest
+
+    nodes = manifest_nodes(text) or []
     return validate_manifest(str(path), nodes, check_doc=check_embedded)
 
 
@@ -169,4 +178,4 @@ def _absolutize_source(cfg: dict, base_dir: Path) -> None:
         mlc["model_source"] = str((base_dir / src).resolve())
 
 
-__all__ = ["validate_paths", "validate_rendered", "load_deployable", "ray_serve_schema"]
+__all__ = ["validate_paths", "validate_rendered", "validate_text", "load_deployable", "ray_serve_schema"]

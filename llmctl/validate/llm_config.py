@@ -281,7 +281,7 @@ def _check_actor_resources(data: dict, gpu, sink: _Sink) -> None:
 
 def _check_classes(data: dict, sink: _Sink, local_node: bool) -> None:
     """Classes Ray imports where the app is built: found here, or only on the cluster."""
-    from llmctl.validate.builders import class_path_problem
+    from llmctl.builders import class_path_problem
 
     paths = [(("server_cls",), data.get("server_cls"))]
     dc = data.get("deployment_config")

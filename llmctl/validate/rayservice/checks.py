@@ -9,7 +9,7 @@ initializing-timeout annotation.
 
 The GPU arithmetic against the embedded Serve config, decided by the same
 placement rules ``llmctl up`` uses on a live cluster
-(:func:`llmctl.launch.preflight.demands` / :func:`~llmctl.launch.preflight.place`):
+(:func:`llmctl.placement.demands` / :func:`~llmctl.placement.place`):
 each worker pod is a node of G GPUs; a replica needs TP × PP GPU bundles with
 its tensor-parallel group inside one pod; every deployment's max_replicas must
 fit the pods the worker groups can reach.
@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from typing import Callable, Optional
 
-from llmctl.kuberay.nodes import UNDETECTED, Group, family, read_group
-from llmctl.kuberay.schema import dns1035_problem
+from llmctl.validate.rayservice.nodes import UNDETECTED, Group, family, read_group
+from llmctl.validate.rayservice.schema import dns1035_problem
 from llmctl.placement import ACC_PREFIX
 
 NAME_MAX = 47  # kuberay#4045: longer RayService names are requeued forever
@@ -175,8 +175,8 @@ def _gloc(g: Group, *rest) -> tuple:
 def gpu_arithmetic(obj: dict, serve: dict, add: Add, add_serve: Add) -> None:
     """Worker pods against the Serve config's LLM deployments. ``add`` reports
     at a manifest location, ``add_serve`` at a location inside serveConfigV2."""
-    from llmctl.launch.preflight import demands, place, place_replica
-    from llmctl.validate.builders import app_llm_configs
+    from llmctl.placement import demands, place, place_replica
+    from llmctl.builders import app_llm_configs
 
     grps = groups(obj, add)
     rc = _cluster(obj)
@@ -276,7 +276,7 @@ def _infer_types(gpu_groups: list[Group], wanted: set[str]) -> list[Group]:
 
 
 def _head_pool(rc: dict) -> dict[str, float]:
-    from llmctl.kuberay.nodes import quantity
+    from llmctl.validate.rayservice.nodes import quantity
 
     head = rc.get("headGroupSpec") if isinstance(rc.get("headGroupSpec"), dict) else {}
     params = head.get("rayStartParams") if isinstance(head.get("rayStartParams"), dict) else {}
