@@ -403,7 +403,7 @@ def breakdowns(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
         except SizingError:
             continue
         # the graph pool a run logs is what it captured; the model's figure is the estimate vLLM >= 0.20 subtracts
-        from llmctl.sizing.devices import gpu_traits
+        from llmctl.hardware import find_device as gpu_traits
         from llmctl.sizing.profile import cuda_graph_estimate_bytes
 
         cg = cuda_graph_estimate_bytes(parse_vllm_version(s.version), gpu_traits(s.gpu_name, int(s.memory_gib * GIB)),

@@ -235,7 +235,7 @@ def build(serve: dict, serve_path: str, opts: KubeOptions) -> Manifest:
         pods_max = max(pods_min, nodes.pods_for(1, sum(m.max_r * m.gpus for m in ms), g))
         groups.append(dict(acc=acc, models=ms, gpus=g, gpus_from=g_from, pods_min=pods_min, pods_max=pods_max,
                            label=nodes.label_for(opts.node_selector, acc),
-                           declare=acc in nodes.UNDETECTED or pods_min == 0,
+                           declare=nodes.undetected(acc) or pods_min == 0,
                            shm=any(m.tp > 1 or m.pp > 1 for m in ms)))
     autoscaling = any(gr["pods_max"] > gr["pods_min"] for gr in groups)
     if opts.node_selector != "none":

@@ -83,7 +83,7 @@ def _group(gr: dict, image: str, token: tuple[list[dict], list[dict], list[dict]
     ]
     if gr["declare"]:
         why.append(f"rayStartParams.resources declares accelerator_type:{acc}: "
-                   + ("Ray never detects A100-40G/A100-80G on its own (a node only gets A100)." if acc in nodes.UNDETECTED
+                   + ("Ray never detects A100-40G/A100-80G on its own (a node only gets A100)." if nodes.undetected(acc)
                       else "with 0 pods at rest the autoscaler learns the type only from here (kuberay#863)."))
     if gr["shm"]:
         why.append("/dev/shm as memory: Kubernetes' 64 MB default breaks NCCL for tensor/pipeline parallelism.")

@@ -25,7 +25,7 @@ from llmctl.sizing.versions import (
     parse_vllm_version,
     version_problem,
 )
-from llmctl.sizing.devices import gpu_traits
+from llmctl.hardware import find_device as gpu_traits
 
 # Verdict thresholds.  "tight": it starts, but fewer than this many
 # max_model_len requests fit at once, or the estimate's error band could flip
@@ -197,12 +197,8 @@ def plan(
     traits = gpu_traits(gpu_name, gpu_memory_bytes)
     if not traits.known:
         approx.append(("gpu_unknown", f"GPU '{traits.name}' not known to llmctl: interconnect and kernels guessed from its size"))
-    else:
-        from llmctl.hardware import GPUS
-
-        listed = GPUS.get(traits.name)
-        if listed is not None and "UNVERIFIED" in listed.source and abs(listed.memory_bytes - gpu_memory_bytes) < GIB // 100:
-            approx.append(("gpu_total", f"{traits.name}'s total memory is not verified against a vLLM log"))
+    elif "UNVERIFIED" in traits.source and abs(traits.memory_bytes - gpu_memory_bytes) < GIB // 100:
+        approx.append(("gpu_total", f"{traits.name}'s total memory is not verified against a vLLM log"))
     why_version = version_problem(version)
     if why_version:
         approx.append(("version", why_version))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Optional
 
-from llmctl.validate.rayservice.nodes import UNDETECTED, Group, family, read_group
+from llmctl.validate.rayservice.nodes import Group, family, read_group, undetected
 from llmctl.validate.rayservice.schema import dns1035_problem
 from llmctl.placement import ACC_PREFIX
 
@@ -211,7 +211,7 @@ def gpu_arithmetic(obj: dict, serve: dict, add: Add, add_serve: Add) -> None:
         known = [g for g in fit if g.selected is not None or (acc and ACC_PREFIX + acc in g.declared)]
         fit = known or fit  # groups whose GPU type is unknown are candidates only when no group names it
         for g in fit:
-            if acc in UNDETECTED and ACC_PREFIX + acc not in g.declared:
+            if undetected(acc) and ACC_PREFIX + acc not in g.declared:
                 add(_gloc(g, "rayStartParams"), f"{mid} asks for accelerator_type {acc}, which Ray never detects (a node gets "
                                                 f"only A100): declare it, resources: '\"{{\\\"{ACC_PREFIX}{acc}\\\": 1}}\"'",
                     code="k8s-accelerator")
