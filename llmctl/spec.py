@@ -15,7 +15,8 @@ from typing import Optional
 
 from llmctl import sizing
 from llmctl.catalog import ModelArch, ModelProfile
-from llmctl.sources import CLOUD_SCHEMES, is_cloud_uri, is_env_name, looks_like_hf_token
+from llmctl.secrets import looks_like_hf_token
+from llmctl.sources import CLOUD_SCHEMES, is_cloud_uri, is_env_name
 from llmctl.hardware import CPU_DEFAULT_MAX_MODEL_LEN, CPU_DTYPE, CPU_MIN_KV_CACHE_BYTES, GPUType  # noqa: F401 (re-exported)
 
 REMOTE_LORA_SCHEMES = CLOUD_SCHEMES

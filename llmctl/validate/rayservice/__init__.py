@@ -11,7 +11,6 @@ Other kinds are skipped with a note. One :class:`Diagnostic` per problem.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any, Optional
 
 import yaml

@@ -23,6 +23,7 @@ from typing import Callable, Optional
 from llmctl.validate.rayservice.nodes import Group, family, read_group, undetected
 from llmctl.validate.rayservice.schema import dns1035_problem
 from llmctl.placement import ACC_PREFIX
+from llmctl.secrets import literal_secret
 
 NAME_MAX = 47  # kuberay#4045: longer RayService names are requeued forever
 UPGRADE_TYPES = ("NewCluster", "NewClusterWithIncrementalUpgrade", "None")
@@ -31,7 +32,6 @@ _GO_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")
 _START_PARAM_RESOURCES = ("num-cpus", "num-gpus", "memory", "resources")
 # Ray Serve LLM's ENV_VARS_TO_PROPAGATE (ray/llm/_internal/serve/constants.py), copied into runtime_envs.
 _PROPAGATED = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-_SECRET_ENV = re.compile(r"(^|_)(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|TOKEN|API_KEY|SECRET|PASSWORD|SECRET_ACCESS_KEY)$", re.I)
 _SIM_LIMIT = 4096  # replicas or pods beyond this: GPU arithmetic only, no bundle-by-bundle placement
 
 Add = Callable[..., None]  # add(loc, message, severity="error", code=...)
@@ -112,8 +112,7 @@ def operator_rules(obj: dict, add: Add) -> None:
     copied = []  # where an HF token comes from a Secret into a container's environment
     for loc, c in _all_containers(rc):
         for j, e in enumerate(_list(c.get("env"))):
-            if isinstance(e, dict) and isinstance(e.get("name"), str) and _SECRET_ENV.search(e["name"]) \
-                    and isinstance(e.get("value"), str) and e["value"] and not e["value"].startswith("$("):
+            if isinstance(e, dict) and literal_secret(e.get("name"), e.get("value")):
                 add(loc + ("env", j, "value"), f"{e['name']} holds a literal value: anyone who can read the RayService reads "
                                                "it; use valueFrom.secretKeyRef (a Kubernetes Secret)", code="literal-token")
             elif isinstance(e, dict) and e.get("name") in _PROPAGATED and isinstance(e.get("valueFrom"), dict):
