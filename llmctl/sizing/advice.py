@@ -29,10 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from llmctl.catalog import ModelArch
+from llmctl.arch import ModelArch
 from llmctl.hardware import CPU_DEFAULT_MAX_MODEL_LEN, GPUType
 from llmctl.placement import MAX_WORKERS, workers_problem
-from llmctl.sizing.plan import Plan, plan
+from llmctl.sizing.replica import Plan, plan
 from llmctl.sizing.params import tp_problem as model_tp_problem
 from llmctl.sizing.params import valid_tp_sizes as model_tp_sizes
 
@@ -91,7 +91,7 @@ def plan_for_gpu(
     enable_expert_parallel: bool = False,
     vllm_version: Optional[str] = None,
 ) -> Optional[Plan]:
-    """:func:`~llmctl.sizing.plan.plan` for a GPU type, or None when there is
+    """:func:`~llmctl.sizing.replica.plan` for a GPU type, or None when there is
     nothing to size: no architecture (weights in a bucket) or a CPU-only
     deployment. ``vllm_version`` defaults to the vLLM the installed Ray pins,
     ``gpu_memory_utilization`` to that vLLM's default. Bad values raise
