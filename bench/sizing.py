@@ -3,6 +3,7 @@
     .venv/bin/python bench/sizing.py              # per-case rows, category tables, outliers
     .venv/bin/python bench/sizing.py --json       # the same as JSON
     .venv/bin/python bench/sizing.py --calibrate  # the measured constants from the fit part
+    .venv/bin/python bench/sizing.py --markdown   # the per-category tables of docs/sizing.md
 
 The figures and their sources are in tests/data/vllm_startup_figures*.yaml; how
 each case is evaluated (inputs a case does not state, outliers and their
@@ -347,14 +348,21 @@ def _kv(rows: list[Row]) -> list[Row]:
 
 
 def category_table(rows: list[Row], split: str) -> list[dict[str, Any]]:
-    """Per category: cases, KV mean / max |error| and the worst case, weights max |error| (outliers apart)."""
+    """Per category: cases, KV mean / max |error| and the worst case, weights max |error| (outliers apart);
+    KV from the GPU total (the whole budget) and, apart, KV from the memory vLLM logged (the layout)."""
     out = []
     for cat in ("all",) + CATEGORIES:
         sel = [r for r in rows if r.split == split and (cat == "all" or cat in r.categories)]
         kv = [r for r in _kv(sel) if r.held]
+        lay = [r for r in sel if r.quantity == "kv_layout" and r.held and r.error is not None]
         w = [r for r in sel if r.quantity == "weights_gib" and r.held and r.error is not None]
         worst = max(kv, key=lambda r: abs(r.error), default=None)
         out.append({
+            "kv_within_10": sum(1 for r in kv if abs(r.error) <= 0.10),
+            "kv_within_15": sum(1 for r in kv if abs(r.error) <= 0.15),
+            "layout_checks": len(lay),
+            "layout_max_abs_error": max((abs(r.error) for r in lay), default=None),
+            "weights_checks": len(w),
             "category": cat,
             "cases": len({r.case for r in sel if r.held}),
             "outliers": len({r.case for r in sel if not r.held}),
@@ -523,9 +531,31 @@ def print_tables(rows: list[Row], cases: list[dict[str, Any]]) -> None:
           f"KV ±{KV_TOLERANCE:.0%}, KV layout ±{LAYOUT_TOLERANCE:.0%}); {len(rows) - len(held)} outlier checks")
 
 
+def markdown(rows: list[Row]) -> str:
+    """The per-category tables of docs/sizing.md (``--markdown``; tests/test_docs.py keeps them equal)."""
+    out = []
+    for split in ("held-out", "fit"):
+        out.append(f"{split.capitalize()} part (outliers not counted):\n")
+        out.append("| category | cases | outliers | KV checks | within 10 % | KV max \\|err\\| | worst KV case | "
+                   "KV layout checks | layout max \\|err\\| | weights max \\|err\\| |")
+        out.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for t in category_table(rows, split):
+            if not t["cases"] and not t["outliers"]:
+                continue
+            out.append(f"| {t['category'].replace('>=', '≥')} | {t['cases']} | {t['outliers']} | {t['kv_checks']} | "
+                       f"{t['kv_within_10']} | {_apct(t['kv_max_abs_error']).replace('%', ' %')} | {t['kv_worst_case'] or '–'} | "
+                       f"{t['layout_checks']} | {_apct(t['layout_max_abs_error']).replace('%', ' %')} | "
+                       f"{_apct(t['weights_max_abs_error']).replace('%', ' %')} |".replace("| - |", "| – |").replace("| - |", "| – |"))
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     cases = load_cases()
+    if "--markdown" in argv:
+        print(markdown(all_rows(cases)), end="")
+        return 0
     if "--calibrate" in argv:
         print(json.dumps(calibrate(cases), indent=2))
         return 0
