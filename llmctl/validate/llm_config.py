@@ -212,7 +212,7 @@ def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp
                 sink.warn(("engine_kwargs", "tensor_parallel_size"),
                           f"TP {tp} is more than one {gpu.name} node's {gpu.gpus_per_node} GPUs: tensor parallelism across nodes "
                           "is slow; prefer TP within a node and pipeline_parallel_size across nodes", code="multi-node")
-        problem = tp_problem(arch, tp, pp, node)
+        problem = tp_problem(arch, tp, pp, node, ek.get("enable_expert_parallel") is True)
         if problem:
             sink.add(("engine_kwargs", "tensor_parallel_size"), problem, code="tp")
     if mml is not None and not os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN"):
@@ -223,7 +223,7 @@ def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp
     if arch is None or gpu is None or not gpu.memory_gib or any(sink.has(("engine_kwargs", k)) for k in keys):
         return None
     try:
-        # the mapping gen-config sizes with: quantization beats dtype, fp8 KV cache, max_num_seqs
+        # the one mapping from engine settings to the sizing's inputs (gen-config and plan use it too)
         plan = sizing.plan_for_gpu(arch, gpu, tp=tp, pp=pp, max_model_len=mml, **sizing.sizing_options(ek))
     except sizing.SizingError as e:
         sink.warn(("engine_kwargs",), f"cannot size this model: {e.message}; the fit check was skipped", code="not-sized")
