@@ -393,8 +393,6 @@ def arch_from_hf_config(cfg: dict) -> ModelArch:
     vision = tower is not None or any(k in outer for k in ("vision_config", "vision_tower", "image_token_index", "image_token_id"))
     kv_heads = get("num_key_value_heads", "num_kv_heads", default=heads)
     approx = []
-    if vision and (tower is None or tower.parameters is None):
-        approx.append("vision tower of this architecture not counted")
     if quant is not None and quant.approximate:
         approx.append(quant.approximate)
     if model_type in ENCODERS:

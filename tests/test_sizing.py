@@ -565,3 +565,29 @@ def test_accuracy_against_vllm(row):
     if row.outlier:
         pytest.skip(f"outlier: {row.outlier}")
     assert row.ok, f"{row.case} {row.quantity}: vLLM {row.vllm}, estimate {row.estimate}, error {row.error}"
+
+
+def test_an_approximate_plan_says_does_not_fit_only_beyond_its_band():
+    """A checkpoint quantized by a method llmctl does not know is sized at 1
+    byte per weight and approximate (±35 %): just over the budget it is
+    'tight' (may not start), far over it 'does not fit'. An uncounted vision
+    tower only adds memory, so such a plan stays 'does not fit'; so does an
+    exact plan at the same margin over the budget."""
+    a = CATALOG["llama-3.1-8b-instruct"].architecture.model_copy(update={"quantization": "some_new_method", "quant": None})
+    wb = weight_bytes(a, tp=1).per_gpu
+    just_over = int(wb / 0.9 / 1.05)  # weights alone 5 % over 0.9 x total
+    p = plan(a, gpu_memory_bytes=just_over, tp=1, max_model_len=4096, gpu_memory_utilization=0.9)
+    assert p.approximate and p.margin == pytest.approx(0.35)
+    assert p.verdict == "tight" and "may not start" in p.reason and p.may_not_start
+    vision = CATALOG["llama-4-scout-17b-16e-instruct"].architecture  # vision tower without a formula
+    vw = weight_bytes(vision, tp=1).per_gpu
+    vp = plan(vision, gpu_memory_bytes=int(vw / 0.9 / 1.05), tp=1, max_model_len=4096, gpu_memory_utilization=0.9)
+    assert vp.approximate and vp.verdict == "does_not_fit"
+    far = plan(a, gpu_memory_bytes=int(wb / 0.9 / 2), tp=1, max_model_len=4096, gpu_memory_utilization=0.9)
+    assert far.verdict == "does_not_fit"
+    exact = CATALOG["llama-3.1-8b-instruct"].architecture
+    we = weight_bytes(exact, tp=1).per_gpu
+    e = plan(exact, gpu_memory_bytes=int(we / 0.9 / 1.05), tp=1, max_model_len=4096, gpu_memory_utilization=0.9,
+             gpu_name="H100")
+    assert not e.approximate
+    assert e.verdict == "does_not_fit"

@@ -132,7 +132,8 @@ def advise_tp(
     plans = [(t, plan_for_gpu(arch, gpu, tp=t, pp=pp, max_model_len=max_model_len, **kw)) for t in sizes]
     for want in ("fits", "tight"):
         for t, p in plans:
-            if p is not None and p.verdict == want and (min_concurrency is None or p.max_concurrency >= min_concurrency):
+            if p is not None and p.verdict == want and not p.may_not_start \
+                    and (min_concurrency is None or p.max_concurrency >= min_concurrency):
                 return t, p
     return None
 

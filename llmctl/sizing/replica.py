@@ -101,6 +101,7 @@ class Plan:
     executor: str = "ray"  # whose scheduling the KV report assumes: "ray" (Ray Serve LLM) or "mp" (vllm serve)
     kv_block_size: int = 16  # tokens per attention block (raised for hybrid linear-attention models)
     kv_groups: int = 1  # KV cache groups vLLM builds
+    may_not_start: bool = False  # tight only through the band of an approximate estimate: the central figure does not start
 
     @property
     def fits(self) -> bool:
@@ -206,7 +207,8 @@ def plan(
     stage = oh.stages[worst]
     verdict, reason = _verdict(problem, kv_avail, cap, one_request, fits_len, max_model_len, margin,
                                wb.per_stage[worst], stage.activation + stage.non_torch + stage.cuda_graphs,
-                               budget, gpu_memory_utilization, gpu_memory_bytes)
+                               budget, gpu_memory_utilization, gpu_memory_bytes,
+                               unmodelled=MARGINS["architecture"] if _could_be_smaller(arch, fmt) else 0.0)
     g = lambda b: round(b / GIB, 2)  # noqa: E731
     return Plan(
         tp=tp, pp=pp, gpu_memory_gib=g(gpu_memory_bytes), gpu_memory_utilization=gpu_memory_utilization,
@@ -221,6 +223,7 @@ def plan(
         verdict=verdict, reason=reason, warnings=tuple(warnings), approximate=bool(approx), max_num_batched_tokens=mnbt,
         vllm_version=version.label, max_num_seqs=oh.max_num_seqs, margin=margin, approximate_reasons=reasons,
         approximate_kinds=kinds, executor=executor, kv_block_size=cap.block_size, kv_groups=cap.groups,
+        may_not_start=verdict == "tight" and "may not start" in reason,
     )
 
 
@@ -286,17 +289,47 @@ def _notes(arch, fmt, tp, problem, max_model_len, gpu_name, gpu_memory_bytes, ve
     return warnings, approx
 
 
+def _could_be_smaller(arch, fmt) -> bool:
+    """What llmctl does not model about this model could make it need less
+    memory than estimated: a quantization of unknown size (sized at 1 byte per
+    weight), linear-attention layers of unknown state size or a hybrid
+    pattern not read (sized as attention layers). An uncounted vision tower
+    only adds memory, so it never turns "does not fit" into "may start"."""
+    return bool(fmt.approximate or (arch.linear_attention_layers and arch.linear_attention is None)
+                or "hybrid_override_pattern" in (arch.approximate or ""))
+
+
 def _floor_tenth(x: float) -> float:
     """The one concurrency figure verdicts, reasons and rows use: floored to
     0.1 (a capacity is never shown, or judged, higher than computed)."""
     return math.floor(max(0.0, x) * 10 + 1e-9) / 10
 
 
-def _verdict(problem, kv_avail, cap, one_request, fits_len, max_model_len, margin, weights, overhead, budget, gmu, total):
+def _verdict(problem, kv_avail, cap, one_request, fits_len, max_model_len, margin, weights, overhead, budget, gmu, total,
+             unmodelled=0.0):
+    """The verdict and its reason. A plan resting on what llmctl does not model
+    about the model, where that could make it smaller (``unmodelled``: the
+    "architecture" band, :func:`_could_be_smaller`) says "does not fit" only
+    when even the edge of that band does not fit — the memory it uses that much
+    lower, the KV it holds that much higher; in between it is "tight" and says
+    it may not start (advice never picks such a plan)."""
+    margin = unmodelled or margin
     g = lambda b: round(b / GIB, 2)  # noqa: E731
     conc = _floor_tenth(cap.max_concurrency)
     if problem:
         return "does_not_fit", f"{problem}; vLLM refuses this TP size"
+    used = weights + overhead
+    if unmodelled and kv_avail <= 0 < budget - used * (1 - margin):
+        return "tight", (
+            f"weights {g(weights)} GiB + activations/overhead {g(overhead)} GiB per GPU exceed {g(budget)} GiB by "
+            f"{g(-kv_avail)} GiB, within the ±{margin:.0%} band of this approximate estimate: it may not start; "
+            "use more GPUs (--tp), a quantized checkpoint, or a larger GPU for certainty")
+    if unmodelled and 0 < kv_avail and (cap.max_concurrency < 1 or kv_avail < one_request) \
+            and cap.max_concurrency * (1 + margin) >= 1 and kv_avail * (1 + margin) >= one_request:
+        return "tight", (
+            f"KV cache holds {cap.tokens:,} tokens ({g(kv_avail)} GiB per GPU), just under one {max_model_len:,}-token "
+            f"request ({g(one_request)} GiB), within the ±{margin:.0%} band of this approximate estimate: it may not start"
+            + (f"; --max-model-len {fits_len} fits" if fits_len > 0 else ""))
     if kv_avail <= 0:
         return "does_not_fit", (
             f"weights {g(weights)} GiB + activations/overhead {g(overhead)} GiB per GPU exceed "
