@@ -38,6 +38,27 @@ class CliArg:
 
 
 # --------------------------------------------------------------------------
+# kinds as words (used by ArgSpec.expected and the value checks)
+
+MAX_LISTED = 40
+
+
+def choices_text(choices: Sequence[Any]) -> str:
+    items = [str(c) for c in choices]
+    if len(items) > MAX_LISTED:
+        return ", ".join(items[:MAX_LISTED]) + f", … ({len(items)} in all)"
+    return ", ".join(items)
+
+
+def expected_text(kind: str, choices: Optional[Sequence[Any]]) -> str:
+    """What a value of this kind must be, as words: 'an integer', 'true or false', …"""
+    if kind == "choice":
+        return f"one of {choices_text(choices or ())}"
+    return {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
+            "dict": "a mapping (a JSON object)", "list": "a list"}.get(kind, "a JSON value")
+
+
+# --------------------------------------------------------------------------
 # type hints
 
 
