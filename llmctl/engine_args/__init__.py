@@ -70,5 +70,6 @@ from llmctl.engine_args.table import (  # noqa: F401
     suggest,
     table_for,
     table_path,
+    unknown_reason,
 )
 from llmctl.engine_args.values import check_value, parse_engine_arg, parse_value  # noqa: F401

@@ -334,10 +334,15 @@ def suggest(name: str, specs: Optional[Mapping[str, ArgSpec]] = None) -> Optiona
     return m[0] if m else None
 
 
-def _unknown(name: str, specs: Mapping[str, ArgSpec], origin: Optional[str] = None) -> str:
+def unknown_reason(name: str, specs: Mapping[str, ArgSpec], origin: Optional[str] = None) -> str:
+    """Why ``name`` is refused: ``not an engine argument of <origin>`` (or
+    ``not a vLLM engine argument`` without an origin), with the closest name."""
     s = suggest(name, specs)
     what = f"not an engine argument of {origin}" if origin else "not a vLLM engine argument"
     return what + (f" (did you mean '{s}'?)" if s else "")
+
+
+_unknown = unknown_reason
 
 
 def get_spec(name: str, specs: Optional[Mapping[str, ArgSpec]] = None) -> Optional[ArgSpec]:

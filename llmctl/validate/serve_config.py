@@ -12,6 +12,7 @@ from llmctl.validate.documents import _Doc, _Sink
 from llmctl.sources import path_probe
 from llmctl.validate import builders
 from llmctl.validate.llm_config import _clean_msg, check_llm_config
+from llmctl.vllm_version import VllmVersion
 from llmctl.validate.reference import _suggest
 
 # Checks a model config file a serve config names (by its resolved path):
@@ -33,7 +34,7 @@ def config_file_path(entry: str, working_dir: Path) -> Path:
 
 def check_serve_config(doc: _Doc, sink: _Sink, base_dir: Path, check_model_file: ModelFileCheck,
                        model_file_exists: ModelFileExists, *, local_node: bool = True,
-                       working_dir: Optional[Path] = None) -> None:
+                       working_dir: Optional[Path] = None, vllm: Optional[VllmVersion] = None) -> None:
     data = doc.data
     apps = data.get("applications")
     if not isinstance(apps, list) or not apps:
@@ -112,7 +113,7 @@ def _check_llm_app(doc: _Doc, app: dict, i: int, builder: builders.Builder, sink
             data = _load(target)
         elif isinstance(entry, dict):
             inner = _Sink(doc, eloc)
-            model_id = check_llm_config(entry, inner, base_dir=base_dir, local_node=local_node)
+            model_id = check_llm_config(entry, inner, base_dir=base_dir, local_node=local_node, vllm=vllm)
             sink.items.extend(inner.items)
             data = entry
         else:
