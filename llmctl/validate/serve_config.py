@@ -57,14 +57,14 @@ def check_serve_config(doc: _Doc, sink: _Sink, base_dir: Path, check_model_file:
             if resolved.builder is not None:
                 with sink.guard(f"application {i + 1}", ("applications", i)):
                     _check_llm_app(doc, app, i, resolved.builder, sink, base_dir, check_model_file, model_file_exists,
-                                   local_node, working_dir or Path.cwd())
+                                   local_node, working_dir or Path.cwd(), vllm)
     with sink.guard("Ray ServeDeploySchema"):
         ray_serve_schema(data, sink)
 
 
 def _check_llm_app(doc: _Doc, app: dict, i: int, builder: builders.Builder, sink: _Sink, base_dir: Path,
                    check_model_file: ModelFileCheck, model_file_exists: ModelFileExists, local_node: bool,
-                   working_dir: Path) -> None:
+                   working_dir: Path, vllm: Optional[VllmVersion] = None) -> None:
     args = app.get("args")
     loc = ("applications", i, "args")
     if not isinstance(args, dict):
