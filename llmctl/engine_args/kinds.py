@@ -211,7 +211,7 @@ def _cli_int(cli: Optional[CliArg]) -> Optional[str]:
 
 def entry(name: str, group: str, hint: Any, raw_default: Any, cli: Optional[CliArg],
           quantization_methods: Sequence[str] = ()) -> dict[str, Any]:
-    """One row of the table (the keys of ``vllm_engine_args.json``)."""
+    """One row of the table (the keys of each ``tables/vllm-X.Y.Z.json`` entry)."""
     c = classify(name, hint)
     if (
         c["kind"] == "str"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Optional
 
 from llmctl.engine_args.kinds import choices_text as _choices_text
