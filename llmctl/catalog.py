@@ -1,10 +1,11 @@
 """The model catalog (``model_catalog/*.yaml``) and model architecture facts.
 
 Every catalog entry is checked by :class:`ModelProfile`; a broken entry raises
-:class:`~llmctl.errors.CatalogError` naming its file and field. The same
-:class:`ModelArch` is built from a ``config.json`` (local directory or the
-Hugging Face hub) for models outside the catalog, so sizing and validation see
-one shape of data whatever the model's origin.
+:class:`~llmctl.errors.CatalogError` naming its file and field. A model
+outside the catalog (a local directory, an HF repo) is described by its
+``config.json`` through the same converter that built the catalog
+(:func:`llmctl.arch.arch_from_hf_config`), so sizing and validation see one
+shape of data whatever the model's origin.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from llmctl.arch import MLA, ModelArch, MoE, arch_from_hf_config  # noqa: F401  (re-exported)
 
 from llmctl.errors import CatalogError, ModelNotFound
 from llmctl.paths import data_dir
@@ -30,121 +33,6 @@ BUCKET_SCHEMES = CLOUD_SCHEMES  # kept for callers of the old name
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class MoE(_Strict):
-    """Mixture-of-experts fields, normalised across config.json spellings
-    (num_experts / num_local_experts / n_routed_experts)."""
-
-    num_experts: int = Field(gt=0, description="routed experts per MoE layer")
-    num_experts_per_tok: int = Field(gt=0)
-    moe_intermediate_size: Optional[int] = Field(
-        default=None, description="FFN width of one expert; None means intermediate_size (Mixtral, gpt-oss)"
-    )
-    num_shared_experts: int = Field(default=0, ge=0)
-    shared_expert_intermediate_size: Optional[int] = None
-    first_k_dense_replace: int = Field(default=0, ge=0, description="leading layers with a dense MLP")
-    layer_step: int = Field(default=1, ge=1, description="every layer_step-th layer is MoE (Llama 4 interleave_moe_layer_step)")
-    dense_intermediate_size: Optional[int] = Field(default=None, description="FFN width of the dense layers, when it differs")
-
-
-class MLA(_Strict):
-    """Multi-head latent attention (DeepSeek-V2/V3)."""
-
-    kv_lora_rank: int = Field(gt=0)
-    q_lora_rank: Optional[int] = None
-    qk_rope_head_dim: int = Field(gt=0)
-    qk_nope_head_dim: int = Field(gt=0)
-    v_head_dim: int = Field(gt=0)
-
-
-class ModelArch(_Strict):
-    """Architecture facts as config.json gives them (None = not known)."""
-
-    architectures: list[str] = Field(min_length=1)
-    model_type: str
-    num_hidden_layers: int = Field(gt=0)
-    hidden_size: int = Field(gt=0)
-    intermediate_size: int = Field(gt=0)
-    num_attention_heads: int = Field(gt=0)
-    num_key_value_heads: int = Field(gt=0)
-    head_dim: Optional[int] = Field(
-        default=None, gt=0, description="explicit head_dim; None means hidden_size / num_attention_heads"
-    )
-    max_position_embeddings: Optional[int] = Field(default=None, gt=0)
-    vocab_size: Optional[int] = Field(default=None, gt=0)
-    torch_dtype: Optional[str] = None
-    tie_word_embeddings: Optional[bool] = None
-    attention_bias: bool = False
-    rope_scaling: Optional[dict[str, Any]] = None
-    sliding_window: Optional[int] = Field(default=None, gt=0)
-    sliding_window_layers: int = Field(
-        default=0, ge=0, description="layers whose KV cache is bounded by sliding_window"
-    )
-    moe: Optional[MoE] = None
-    mla: Optional[MLA] = None
-    quantization: Optional[str] = Field(default=None, description="quant_method of quantization_config")
-    num_nextn_predict_layers: int = Field(default=0, ge=0)
-    vision: bool = False
-    linear_attention_layers: int = Field(
-        default=0, ge=0, description="layers with a fixed-size state instead of a growing KV cache (Gated DeltaNet, Mamba)"
-    )
-    approximate: Optional[str] = Field(default=None, description="why llmctl's sizing of this architecture is approximate")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "ModelArch":
-        if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(
-                f"num_attention_heads ({self.num_attention_heads}) is not a multiple of "
-                f"num_key_value_heads ({self.num_key_value_heads})"
-            )
-        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
-            raise ValueError("head_dim is not given and hidden_size is not a multiple of num_attention_heads")
-        if self.sliding_window_layers > self.num_hidden_layers:
-            raise ValueError("sliding_window_layers exceeds num_hidden_layers")
-        if self.sliding_window_layers and self.sliding_window is None:
-            raise ValueError("sliding_window_layers > 0 needs sliding_window")
-        if self.sliding_window_layers + self.linear_attention_layers > self.num_hidden_layers:
-            raise ValueError("sliding_window_layers + linear_attention_layers exceed num_hidden_layers")
-        return self
-
-    @property
-    def head_dim_effective(self) -> int:
-        return self.head_dim if self.head_dim is not None else self.hidden_size // self.num_attention_heads
-
-    @property
-    def full_attention_layers(self) -> int:
-        """Layers whose KV cache grows with the context."""
-        return self.num_hidden_layers - self.sliding_window_layers - self.linear_attention_layers
-
-    @property
-    def context_limit(self) -> Optional[int]:
-        """The longest max_model_len vLLM accepts for the model without
-        VLLM_ALLOW_LONG_MAX_MODEL_LEN (vLLM's _get_and_verify_max_len: the rope
-        factor extends max_position_embeddings except for llama3/longrope/su/
-        mrope scaling, which already bake it into max_position_embeddings; yarn
-        scales the original context). None when unknown."""
-        if self.max_position_embeddings is None:
-            return None
-        limit = self.max_position_embeddings
-        rs = self.rope_scaling or {}
-        kind = rs.get("rope_type") or rs.get("type")
-        if rs and kind not in ("llama3", "longrope", "su", "mrope", "default", None):
-            factor = self.rope_factor
-            if kind == "yarn" and rs.get("original_max_position_embeddings"):
-                limit = max(limit, int(rs["original_max_position_embeddings"] * factor))
-            elif factor > 1:
-                limit = int(limit * factor)
-        return limit
-
-    @property
-    def rope_factor(self) -> float:
-        """Context extension factor from rope_scaling (1.0 when none)."""
-        rs = self.rope_scaling or {}
-        try:
-            return float(rs.get("factor", 1.0) or 1.0)
-        except (TypeError, ValueError):
-            return 1.0
 
 
 class Parameters(_Strict):
@@ -209,100 +97,6 @@ class ModelProfile(_Strict):
         if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", v):
             raise ValueError("catalog ids use lower-case letters, digits, '.', '_' and '-'")
         return v
-
-
-# --------------------------------------------------------------------------
-# config.json -> ModelArch
-
-
-def _first(cfg: dict, *keys: str, default: Any = None) -> Any:
-    for k in keys:
-        if cfg.get(k) is not None:
-            return cfg[k]
-    return default
-
-
-def _sliding_layers(cfg: dict, n_layers: int) -> int:
-    """How many layers keep only a sliding window of KV (0 when none)."""
-    window = cfg.get("sliding_window")
-    layer_types = cfg.get("layer_types")
-    if isinstance(layer_types, list) and layer_types:
-        return sum(1 for t in layer_types if t == "sliding_attention")
-    if not window:
-        return 0
-    if cfg.get("use_sliding_window") is False:
-        return 0  # Qwen2: the window is configured but switched off
-    if cfg.get("use_sliding_window") is True and cfg.get("max_window_layers") is not None:
-        # Qwen2 semantics: layers >= max_window_layers use the window
-        return max(0, n_layers - int(cfg["max_window_layers"]))
-    pattern = cfg.get("sliding_window_pattern")
-    if pattern:  # Gemma 3: every pattern-th layer is global
-        return n_layers - n_layers // int(pattern)
-    if cfg.get("model_type") in ("gemma2",) or cfg.get("cache_implementation") == "hybrid":
-        return n_layers - n_layers // 2  # Gemma 2 alternates local / global
-    return n_layers  # Mistral v0.1 style: every layer slides
-
-
-def arch_from_hf_config(cfg: dict) -> ModelArch:
-    """Build a ModelArch from a (possibly multimodal) Hugging Face config.json dict."""
-    outer = cfg
-    text = cfg.get("text_config") or cfg.get("llm_config") or cfg
-    vision = any(k in outer for k in ("vision_config", "vision_tower", "image_token_index", "image_token_id"))
-
-    def get(*keys: str, default: Any = None) -> Any:
-        v = _first(text, *keys)
-        if v is None and text is not outer:
-            v = _first(outer, *keys)
-        return default if v is None else v
-
-    n_layers = get("num_hidden_layers", "n_layer", "num_layers")
-    heads = get("num_attention_heads", "n_head")
-    moe = None
-    n_exp = get("num_experts", "num_local_experts", "n_routed_experts")
-    if n_exp:
-        moe = MoE(
-            num_experts=int(n_exp),
-            num_experts_per_tok=int(get("num_experts_per_tok", "experts_per_token", default=1)),
-            moe_intermediate_size=get("moe_intermediate_size"),
-            num_shared_experts=int(get("n_shared_experts", default=0) or 0),
-            shared_expert_intermediate_size=get("shared_expert_intermediate_size"),
-            first_k_dense_replace=int(get("first_k_dense_replace", default=0) or 0),
-        )
-    mla = None
-    if get("kv_lora_rank"):
-        mla = MLA(
-            kv_lora_rank=get("kv_lora_rank"),
-            q_lora_rank=get("q_lora_rank"),
-            qk_rope_head_dim=get("qk_rope_head_dim"),
-            qk_nope_head_dim=get("qk_nope_head_dim"),
-            v_head_dim=get("v_head_dim"),
-        )
-    qc = outer.get("quantization_config") or text.get("quantization_config") or {}
-    merged = dict(outer)
-    merged.update(text)
-    return ModelArch(
-        architectures=outer.get("architectures") or text.get("architectures") or ["unknown"],
-        model_type=str(outer.get("model_type") or text.get("model_type") or "unknown"),
-        num_hidden_layers=n_layers,
-        hidden_size=get("hidden_size", "n_embd", "d_model"),
-        intermediate_size=get("intermediate_size", "ffn_dim", default=4 * get("hidden_size", "n_embd", "d_model")),
-        num_attention_heads=heads,
-        num_key_value_heads=get("num_key_value_heads", "num_kv_heads", default=heads),
-        head_dim=get("head_dim"),
-        max_position_embeddings=get("max_position_embeddings", "n_positions", "max_seq_len"),
-        vocab_size=get("vocab_size"),
-        torch_dtype=get("torch_dtype", "dtype"),
-        tie_word_embeddings=get("tie_word_embeddings"),
-        attention_bias=bool(get("attention_bias", default=False)) or text.get("model_type") == "qwen2",
-        rope_scaling=get("rope_scaling"),
-        sliding_window=get("sliding_window"),
-        sliding_window_layers=_sliding_layers(merged, n_layers),
-        moe=moe,
-        mla=mla,
-        quantization=(qc.get("quant_method") if isinstance(qc, dict) else None),
-        num_nextn_predict_layers=int(get("num_nextn_predict_layers", default=0) or 0),
-        vision=vision,
-    )
 
 
 # --------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from llmctl.arch import ENCODERS
+
 # Fields copied verbatim from a facts row into `architecture`.
 FACT_FIELDS = (
     "architectures",
@@ -127,85 +129,92 @@ def task_of(row: dict) -> str:
     return "chat"
 
 
-def _count_layer_types(desc: Any, n_layers: int) -> int | None:
-    """Sliding layers from a layer_types list or the facts' description of one."""
+def _layer_types(desc: Any, n: int) -> list[str] | None:
+    """A facts row's ``layer_types`` (a list, or the facts' description of
+    one) as the config.json list vLLM reads, or None when the description
+    gives no order."""
     if isinstance(desc, list):
-        return sum(1 for t in desc if t == "sliding_attention")
-    if isinstance(desc, str):
-        m = re.search(r"\(?(\d+) sliding \+ (\d+) full\b|\((\d+) \+ (\d+)\)", desc)
-        if m:
-            sliding = int(m.group(1) or m.group(3))
-            full = int(m.group(2) or m.group(4))
-            assert sliding + full == n_layers, desc
-            return sliding
+        return [str(t) for t in desc]
+    if not isinstance(desc, str):
+        return None
+    name = {"sliding": "sliding_attention", "full": "full_attention", "linear": "linear_attention"}
+    m = re.search(r"\[([^\]]+)\]\s*x\s*(\d+)", desc)
+    if m:  # "[5 sliding, 1 full] x 7", "[linear, linear, linear, full] x 16"
+        unit: list[str] = []
+        for part in m.group(1).split(","):
+            words = part.split()
+            count = int(words[0]) if words and words[0].isdigit() else 1
+            kind = words[-1].split("_")[0]
+            unit += [name.get(kind, kind)] * count
+        out = unit * int(m.group(2))
+        return out if len(out) == n else None
+    m = re.search(r"every (\d+)(?:th|st|nd|rd) (?:layer|full)|\(i\+1\) % (\d+) == 0", desc)
+    if m:  # "every 4th full", "full_attention at every 5th layer ((i+1) % 5 == 0)"
+        step = int(m.group(1) or m.group(2))
+        other = "linear_attention" if "linear" in desc else "sliding_attention"
+        return ["full_attention" if (i + 1) % step == 0 else other for i in range(n)]
+    if "alternat" in desc and "starting with sliding" in desc:
+        return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
     return None
 
 
-def sliding_layers_of(row: dict) -> int:
-    n = row["num_hidden_layers"]
-    if not row.get("sliding_window"):
-        return 0
-    counted = _count_layer_types(row.get("layer_types"), n)
-    if counted is not None:
-        return counted
-    if row.get("use_sliding_window") is False:
-        return 0  # Qwen2.x: window configured but disabled
-    if row.get("sliding_window_pattern"):
-        return n - n // int(row["sliding_window_pattern"])  # Gemma 3: every Nth layer is global
-    if row.get("model_type") == "gemma2":
-        return n - n // 2  # Gemma 2: alternating local / global
-    return n  # every layer slides (Phi-3 style window)
+
+def _flatten(row: dict, key: str, cfg: dict, skip: tuple = ()) -> None:
+    for k, v in (row.get(key) or {}).items():
+        if v is not None and k not in skip:
+            cfg.setdefault(k, v)
 
 
-def moe_of(row: dict) -> dict | None:
-    m = row.get("moe")
-    if not m:
-        return None
-    experts = m.get("num_experts") or m.get("num_local_experts") or m.get("n_routed_experts")
-    out = {
-        "num_experts": experts,
-        "num_experts_per_tok": m.get("num_experts_per_tok") or m.get("experts_per_token") or m.get("top_k_experts"),
-        "moe_intermediate_size": m.get("moe_intermediate_size"),
-        "num_shared_experts": int(m.get("n_shared_experts") or 0),
-        "first_k_dense_replace": int(m.get("first_k_dense_replace") or 0),
-    }
-    if m.get("shared_expert_intermediate_size"):
-        out["shared_expert_intermediate_size"] = m["shared_expert_intermediate_size"]
-    if row.get("model_type") == "llama4":
-        # transformers Llama4TextMoe: one shared expert of intermediate_size next to the routed
-        # ones; layer i is MoE when (i + 1) % interleave_moe_layer_step == 0, the others dense
-        # with intermediate_size_mlp.
-        out["num_shared_experts"] = 1
-        out["layer_step"] = int(m.get("interleave_moe_layer_step") or 1)
-        if row.get("intermediate_size_mlp"):
-            out["dense_intermediate_size"] = row["intermediate_size_mlp"]
-    return out
-
-
-ENCODERS = ("xlm-roberta", "bert", "roberta")
-
-
-def linear_layers_of(row: dict) -> int:
-    """Layers with a fixed-size state (Gated DeltaNet) instead of a growing KV cache."""
-    la = row.get("linear_attention") or {}
-    n = row["num_hidden_layers"]
-    if la.get("full_attention_interval"):
-        return n - n // int(la["full_attention_interval"])
-    return 0
-
-
-def approximate_of(row: dict) -> str | None:
-    """Why llmctl's arithmetic only approximates this architecture (None: it models it)."""
-    why = []
-    if linear_layers_of(row):
-        why.append("Gated DeltaNet layers: their fixed-size state is not counted and their weights are counted like attention layers")
-    if row.get("model_type") == "gemma4":
-        why.append("two KV geometries (sliding and full layers differ in KV heads and head_dim) sized as one")
-    if row.get("attention_chunk_size"):
-        why.append("chunked local attention sized as full attention")
-    if row.get("model_type") in ENCODERS:
-        why.append("an encoder (BERT-style) sized as a decoder")
-    return "; ".join(why) or None
+def config_from_facts(row: dict) -> tuple[dict, list[str]]:
+    """(config.json-shaped dict, a source line per filled default) of a facts
+    row: the facts' nested groups (moe, mla, linear_attention, extra, vision)
+    become the config.json keys they were read from, a described layer
+    pattern becomes ``layer_types``, hf_quant_config becomes the
+    quantization_config vLLM derives from it."""
+    fills = dict(FILLS.get(row["hf_repo"], {}))
+    if row.get("num_key_value_heads") is None and row.get("model_type") in ENCODERS:
+        fills["num_key_value_heads"] = (row["num_attention_heads"], f"{row['model_type']} config.json has no num_key_value_heads: "
+                                        "multi-head attention, one K/V head per attention head (transformers XLMRobertaConfig)")
+    cfg: dict[str, Any] = {}
+    sources: list[str] = []
+    for f in FACT_FIELDS:
+        v = row.get(f)
+        if v is None and f in fills:
+            v, src = fills[f]
+            sources.append(f"{f}: {src}")
+        if v is not None:
+            cfg[f] = v
+    for k in ("attention_bias", "use_sliding_window", "max_window_layers", "sliding_window_pattern", "cache_implementation",
+              "intermediate_size_mlp", "attention_chunk_size", "num_global_key_value_heads", "global_head_dim"):
+        if row.get(k) is not None:
+            cfg[k] = row[k]
+    if "hybrid" in str(row.get("layer_pattern") or "") and row.get("model_type") == "gemma2":
+        cfg.setdefault("cache_implementation", "hybrid")
+    _flatten(row, "moe", cfg)
+    _flatten(row, "mla", cfg)
+    _flatten(row, "linear_attention", cfg)
+    _flatten(row, "extra", cfg)
+    if (row.get("moe") or {}).get("n_shared_experts") is None and "n_shared_experts" in cfg:
+        del cfg["n_shared_experts"]
+    types = _layer_types(row.get("layer_types"), row["num_hidden_layers"])
+    if types is not None:
+        cfg["layer_types"] = types
+    qc, hqc = row.get("quantization_config"), row.get("hf_quant_config")
+    if isinstance(qc, dict) and qc.get("quant_method"):
+        cfg["quantization_config"] = qc
+    elif isinstance(hqc, dict) and str(hqc.get("quant_algo") or "").upper() == "FP8":
+        # ModelOpt <= 0.29 checkpoints keep it in hf_quant_config.json, which vLLM reads as
+        # quantization "modelopt" when config.json has no quantization_config
+        # (vllm/transformers_utils/config.py); the source is the facts row's own.
+        cfg["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "FP8",
+                                      "exclude_modules": hqc.get("exclude_modules") or []}
+    elif row["hf_repo"] in QUANT_FILLS:
+        method, src = QUANT_FILLS[row["hf_repo"]]
+        cfg["quantization_config"] = {"quant_method": method}
+        sources.append(f"quantization: {src}")
+    if is_vision(row):
+        cfg["vision_config"] = dict(row.get("vision") or {})
+    return cfg, sources
 
 
 def row_problem(row: dict) -> str | None:
@@ -266,48 +275,16 @@ def recipes_of(row: dict) -> dict:
 
 
 def arch_dict_from_facts(row: dict) -> tuple[dict, list[str], list[str]]:
-    """(architecture mapping, extra source lines, fields left unknown)."""
-    fills = dict(FILLS.get(row["hf_repo"], {}))
-    if row.get("num_key_value_heads") is None and row.get("model_type") in ENCODERS:
-        fills["num_key_value_heads"] = (row["num_attention_heads"], f"{row['model_type']} config.json has no num_key_value_heads: "
-                                        "multi-head attention, one K/V head per attention head (transformers XLMRobertaConfig)")
-    arch: dict[str, Any] = {}
-    sources: list[str] = []
-    for f in FACT_FIELDS:
-        v = row.get(f)
-        if v is None and f in fills:
-            v, src = fills[f]
-            sources.append(f"{f}: {src}")
-        if v is None and f == "num_nextn_predict_layers":
-            continue
-        arch[f] = v
-    arch["attention_bias"] = bool(row.get("attention_bias")) or row.get("model_type") == "qwen2"
-    arch["sliding_window_layers"] = sliding_layers_of(row)
-    if arch["sliding_window_layers"] == 0 and row.get("use_sliding_window") is False:
-        pass  # keep the configured (disabled) window for reference
-    moe = moe_of(row)
-    if moe:
-        arch["moe"] = moe
-    if row.get("mla"):
-        arch["mla"] = {k: row["mla"][k] for k in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")}
-    qc = row.get("quantization_config")
-    hqc = row.get("hf_quant_config")
-    if isinstance(qc, dict) and qc.get("quant_method"):
-        arch["quantization"] = qc["quant_method"]
-    elif isinstance(hqc, dict) and str(hqc.get("quant_algo") or "").upper() == "FP8":
-        # ModelOpt <= 0.29 checkpoints keep it in hf_quant_config.json, which vLLM reads as
-        # quantization "modelopt" when config.json has no quantization_config
-        # (vllm/transformers_utils/config.py); the source is the facts row's own.
-        arch["quantization"] = "modelopt"
-    elif row["hf_repo"] in QUANT_FILLS:
-        arch["quantization"], src = QUANT_FILLS[row["hf_repo"]]
-        sources.append(f"quantization: {src}")
-    else:
-        arch["quantization"] = None
-    arch["vision"] = is_vision(row)
-    arch["linear_attention_layers"] = linear_layers_of(row)
-    arch["approximate"] = approximate_of(row)
+    """(architecture mapping, extra source lines, fields left unknown): the
+    row's config.json-shaped dict through the run-time converter."""
+    from llmctl.arch import arch_from_hf_config
+
+    cfg, sources = config_from_facts(row)
+    arch = arch_from_hf_config(cfg).model_dump(mode="json", exclude_defaults=True)
+    for k in ("sliding_window_layers", "linear_attention_layers", "vision", "quantization", "attention_bias",
+              "num_nextn_predict_layers"):
+        arch.setdefault(k, arch_from_hf_config(cfg).model_dump(mode="json")[k])
     unknown = [f for f in ("max_position_embeddings", "vocab_size", "torch_dtype", "tie_word_embeddings") if arch.get(f) is None]
-    if arch["vision"]:
+    if arch.get("vision") and not (arch.get("vision_tower") or {}).get("parameters"):
         unknown.append("vision encoder parameters (not in the facts; excluded from the parameter count)")
     return arch, sources, unknown

@@ -99,7 +99,7 @@ def with_kuberay(gen: Generated, opts) -> tuple[Generated, list[str]]:
     import copy
 
     from llmctl.kuberay.manifest import build as build_manifest, default_output
-    from llmctl.validate.builders import app_llm_configs, set_in
+    from llmctl.builders import app_llm_configs, set_in
 
     by_path = {str(d.path): d.data for d in gen.documents[:-1]}
     serve = copy.deepcopy(gen.documents[-1].data)

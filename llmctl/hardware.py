@@ -12,7 +12,9 @@ Each ``source`` says where the figure was read, or UNVERIFIED.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from typing import Optional
 
 from llmctl.errors import UsageError
@@ -29,65 +31,191 @@ CPU_MIN_KV_CACHE_BYTES = 64 * 1024 * 1024
 
 @dataclass(frozen=True)
 class GPUType:
+    """Everything llmctl knows about one GPU type: one row of :data:`TABLE`.
+
+    Adding a GPU type is adding a row: gen-config and plan offer it, validate
+    and kuberay read its accelerator type and node labels, and the sizing
+    takes its memory and traits (compute capability, SM count, interconnect)
+    from here."""
+
     name: str  # what users type: --gpu NAME
-    ray_type: Optional[str]  # Ray accelerator_type; None for cpu
-    memory_gib: float  # total device memory as reported by the driver
+    ray_type: Optional[str]  # Ray accelerator_type; None for cpu and for devices Ray has no type for
+    memory_gib: float  # total device memory as CUDA reports it (0.0: not known)
     nominal: str  # the marketing capacity, for display
     gpus_per_node: int  # the largest common node size for this GPU
     source: str
+    # Traits the memory profile needs (NVIDIA's product briefs / architecture
+    # whitepapers): which kernels and communicators vLLM enables depends on
+    # the compute capability; one sampler buffer on the SM count; which
+    # communication buffers exist on how a node's GPUs are connected —
+    # "nvswitch": SXM boards whose GPUs reach each other over NVLink
+    # (A100 / H100 / H200 / B200 HGX), "pcie": PCIe only.
+    compute_capability: tuple[int, int] = (0, 0)
+    sm_count: int = 0
+    interconnect: str = "pcie"
+    # Other spellings: accepted by --gpu, and matched (as words) in the GPU
+    # names published vLLM logs give ("NVIDIA H100 80GB HBM3", "A100 80GB").
+    aliases: tuple[str, ...] = ()
+    # Kubernetes node labels selecting this GPU, by selector style (see
+    # llmctl.validate.rayservice.nodes): GKE cloud.google.com/gke-accelerator
+    # (KubeRay samples: nvidia-l4, nvidia-tesla-t4, nvidia-tesla-a100,
+    # nvidia-b200; public manifests: nvidia-h100-80gb, nvidia-a100-80gb) and
+    # NVIDIA GPU feature discovery nvidia.com/gpu.product (NVIDIA-A10G seen in
+    # public node dumps; the others follow GFD's naming, product name with
+    # spaces as '-', not checked against a live node).
+    gke_label: Optional[str] = None
+    gfd_label: Optional[str] = None
+    # A choice of --gpu (gen-config, plan, the catalog's advice). False for a
+    # device llmctl knows only from published vLLM logs (its traits are used
+    # when sizing those logs) or only by its node labels.
+    offered: bool = True
+    # The accelerator_type Ray detects on a node with this GPU from its NVML
+    # name (ray/_private/accelerators/nvidia_gpu.py), when it is not ray_type:
+    # A100-40G / A100-80G nodes only get "A100" (ray/util/accelerators:
+    # "not auto-added to nodes"), so those types must be declared.
+    detected_as: Optional[str] = None
+    kind: str = "gpu"  # "gpu" or "cpu"
+    known: bool = True  # False: a device llmctl guessed (plan --gpu-memory)
 
     @property
     def is_cpu(self) -> bool:
-        return self.ray_type is None
+        return self.kind == "cpu"
 
     @property
     def memory_bytes(self) -> int:
         return int(self.memory_gib * GIB)
 
+    @property
+    def hopper_or_newer(self) -> bool:
+        """SM 9.0 / 10.x: where vLLM enables symmetric-memory all-reduce, the
+        FlashInfer all-reduce fusion workspace and NCCL NVLS
+        (SYMM_MEM_ALL_REDUCE_MAX_SIZES / FI_ALLREDUCE_FUSION_MAX_SIZE_MB keys)."""
+        return self.compute_capability >= (9, 0)
+
+    @property
+    def blackwell_datacenter(self) -> bool:
+        return self.compute_capability[0] == 10
+
+    @property
+    def node_type(self) -> Optional[str]:
+        """The accelerator type a node with this GPU gets from Ray on its own."""
+        return self.detected_as or self.ray_type
+
+    def node_label(self, style: str) -> Optional[str]:
+        return {"gke": self.gke_label, "nvidia": self.gfd_label}.get(style)
+
 
 # Totals as CUDA reports them to PyTorch / vLLM (GiB). Sources next to each.
-GPUS: dict[str, GPUType] = {
-    g.name: g
-    for g in [
-        GPUType("L4", "L4", 22.05, "24 GB", 8, "vLLM message 'Free memory on device cuda:0 (19.77/22.05 GiB) on startup ... (0.9, 19.84 GiB)' on 'NVIDIA L4 (22.05 GiB total)' in vLLM's CI (pytorch/pytorch#175666); nvidia-smi shows 23034MiB"),
-        GPUType("A10G", "A10G", 22.49, "24 GB", 8, "UNVERIFIED: nvidia-smi 23028MiB as typed; no public vLLM log of an A10G total found yet"),
-        GPUType("L40S", "L40S", 44.99, "48 GB", 8, "UNVERIFIED: nvidia-smi 46068MiB as typed; no public vLLM log of an L40S total found yet"),
-        GPUType("A100-40G", "A100-40G", 39.49, "40 GB", 8, "vLLM log 'Free memory on device (39.0/39.49 GiB) on startup' quoted in a public vLLM-issue digest (40 GB-class GPU; the device is not named there): partly verified"),
-        GPUType("A100-80G", "A100-80G", 79.15, "80 GB", 8, "vLLM message 'Free memory on device (78.68/79.15 GiB) on startup ... (0.9, 71.24 GiB)' quoted in a public test file (80 GB-class GPU, device not named): partly verified"),
-        GPUType("H100", "H100", 79.19, "80 GB", 8, "vLLM 0.19 on H100-80GB: 'Free memory on device (78.68/79.19 GiB) on startup' (llm-d-incubation/llm-d-planner accuracy/results/v0.19.0/logs); nvidia-smi shows 81559MiB, but vLLM uses torch's total"),
-        GPUType("H200", "H200", 139.81, "141 GB", 8, "vLLM log 'Free memory on device (139.21/139.81 GiB) on startup' in a public 141 GB-class deployment note (device not named in the excerpt): partly verified"),
-        GPUType("B200", "B200", 178.35, "180 GB", 8, "torch total_memory on 'NVIDIA B200': 'Total VRAM: 178.35 GB' / 'Max memory: 178.351 GB' (GiB; unslothai/unsloth#3411)"),
-        GPUType("cpu", None, 0.0, "-", 1, "CPU-only: placement bundles {CPU: 1}, no accelerator_type"),
-    ]
-}
+TABLE: tuple[GPUType, ...] = (
+    GPUType("L4", "L4", 22.05, "24 GB", 8, "vLLM message 'Free memory on device cuda:0 (19.77/22.05 GiB) on startup ... (0.9, 19.84 GiB)' on 'NVIDIA L4 (22.05 GiB total)' in vLLM's CI (pytorch/pytorch#175666); nvidia-smi shows 23034MiB",
+            (8, 9), 58, "pcie", gke_label="nvidia-l4", gfd_label="NVIDIA-L4"),
+    GPUType("A10G", "A10G", 22.49, "24 GB", 8, "UNVERIFIED: nvidia-smi 23028MiB as typed; no public vLLM log of an A10G total found yet",
+            (8, 6), 80, "pcie", aliases=("a10",), gfd_label="NVIDIA-A10G"),
+    GPUType("L40S", "L40S", 44.99, "48 GB", 8, "UNVERIFIED: nvidia-smi 46068MiB as typed; no public vLLM log of an L40S total found yet",
+            (8, 9), 142, "pcie", aliases=("l40s-48gb",), gfd_label="NVIDIA-L40S"),
+    GPUType("A100-40G", "A100-40G", 39.49, "40 GB", 8, "vLLM log 'Free memory on device (39.0/39.49 GiB) on startup' quoted in a public vLLM-issue digest (40 GB-class GPU; the device is not named there): partly verified",
+            (8, 0), 108, "nvswitch", aliases=("a100-40gb",), gke_label="nvidia-tesla-a100", gfd_label="NVIDIA-A100-SXM4-40GB", detected_as="A100"),
+    GPUType("A100-80G", "A100-80G", 79.15, "80 GB", 8, "vLLM message 'Free memory on device (78.68/79.15 GiB) on startup ... (0.9, 71.24 GiB)' quoted in a public test file (80 GB-class GPU, device not named): partly verified",
+            (8, 0), 108, "nvswitch", aliases=("a100", "a100-80gb"), gke_label="nvidia-a100-80gb", gfd_label="NVIDIA-A100-SXM4-80GB",
+            detected_as="A100"),
+    GPUType("H100", "H100", 79.19, "80 GB", 8, "vLLM 0.19 on H100-80GB: 'Free memory on device (78.68/79.19 GiB) on startup' (llm-d-incubation/llm-d-planner accuracy/results/v0.19.0/logs); nvidia-smi shows 81559MiB, but vLLM uses torch's total",
+            (9, 0), 132, "nvswitch", aliases=("h100-80gb",), gke_label="nvidia-h100-80gb", gfd_label="NVIDIA-H100-80GB-HBM3"),
+    GPUType("H200", "H200", 139.81, "141 GB", 8, "vLLM log 'Free memory on device (139.21/139.81 GiB) on startup' in a public 141 GB-class deployment note (device not named in the excerpt): partly verified",
+            (9, 0), 132, "nvswitch"),
+    GPUType("B200", "B200", 178.35, "180 GB", 8, "torch total_memory on 'NVIDIA B200': 'Total VRAM: 178.35 GB' / 'Max memory: 178.351 GB' (GiB; unslothai/unsloth#3411)",
+            (10, 0), 148, "nvswitch", gke_label="nvidia-b200"),
+    GPUType("cpu", None, 0.0, "-", 1, "CPU-only: placement bundles {CPU: 1}, no accelerator_type", kind="cpu"),
+    # Known only by their node labels (KubeRay samples select them); not offered: no sourced CUDA total.
+    GPUType("T4", "T4", 0.0, "16 GB", 8, "node labels only (KubeRay samples); CUDA total not sourced",
+            (7, 5), 40, "pcie", gke_label="nvidia-tesla-t4", gfd_label="Tesla-T4", offered=False),
+    # Devices of published vLLM logs (tests/data): traits for sizing those runs; not offered.
+    GPUType("L20", None, 0.0, "48 GB", 8, "published vLLM logs only", (8, 9), 92, "pcie", offered=False),
+    GPUType("A10", None, 0.0, "24 GB", 8, "published vLLM logs only (--gpu a10 means A10G)", (8, 6), 72, "pcie", offered=False),
+    GPUType("RTX 4090", None, 0.0, "24 GB", 8, "published vLLM logs only", (8, 9), 128, "pcie", aliases=("rtx4090",), offered=False),
+    GPUType("RTX 3090", None, 0.0, "24 GB", 8, "published vLLM logs only", (8, 6), 82, "pcie", aliases=("rtx3090",), offered=False),
+    GPUType("RTX A5000", None, 0.0, "24 GB", 8, "published vLLM logs only", (8, 6), 64, "pcie", aliases=("a5000",), offered=False),
+)
 
-# Spellings users type that mean one of the above.
-ALIASES = {
-    "a10": "A10G",
-    "a100": "A100-80G",
-    "a100-80gb": "A100-80G",
-    "a100-40gb": "A100-40G",
-    "h100-80gb": "H100",
-    "l40s-48gb": "L40S",
-}
+class _Offered(Mapping[str, GPUType]):
+    """The --gpu choices by name, in the order of :data:`TABLE` (read at
+    each use, so a row added to TABLE is offered everywhere)."""
+
+    def _rows(self) -> dict[str, GPUType]:
+        return {g.name: g for g in TABLE if g.offered}
+
+    def __getitem__(self, name: str) -> GPUType:
+        return self._rows()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows())
+
+    def __len__(self) -> int:
+        return len(self._rows())
+
+
+GPUS: Mapping[str, GPUType] = _Offered()
 
 
 def get_gpu(name: str, *, flag: str = "--gpu") -> GPUType:
-    """The GPU type a user named (case-insensitive; a few aliases)."""
-    key = name.strip()
-    for n, g in GPUS.items():
-        if n.lower() == key.lower():
+    """The GPU type a user named (case-insensitive; a row's aliases too)."""
+    key = name.strip().lower()
+    for g in GPUS.values():
+        if key == g.name.lower() or key in g.aliases:
             return g
-    alias = ALIASES.get(key.lower())
-    if alias:
-        return GPUS[alias]
     raise UsageError(f"{flag}: unknown GPU type '{name}'; choose one of: {', '.join(GPUS)}")
 
 
 def by_ray_type(ray_type: str) -> Optional[GPUType]:
+    """The offered GPU type of a Ray accelerator_type ("A100": the 80 GB one)."""
     for g in GPUS.values():
         if g.ray_type == ray_type:
             return g
-    if ray_type == "A100":
-        return GPUS["A100-80G"]
+    for g in GPUS.values():
+        if ray_type.lower() in g.aliases:
+            return g
     return None
+
+
+def row_of_ray_type(ray_type: str) -> Optional[GPUType]:
+    """Any row (offered or not) of a Ray accelerator_type."""
+    return next((g for g in TABLE if g.ray_type == ray_type), None)
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[-_ ]+", " ", text.lower()).strip()
+
+
+def _words(g: GPUType) -> list[str]:
+    family = [g.name.split("-")[0]] if "-" in g.name else []
+    return [_norm(w) for w in (g.name, *g.aliases, *family)]
+
+
+def find_device(name: Optional[str], memory_bytes: int = 0) -> GPUType:
+    """The row a GPU name (a --gpu choice, or the device name of a published
+    log such as "NVIDIA H100 80GB HBM3") stands for — the row with the
+    longest name or alias found in it as words; by memory when no name is
+    given (a listed GPU of exactly that total). For a device llmctl does not
+    know, a guess by size marked ``known=False``: >= 70 GiB is taken as a
+    Hopper-class SXM board (vLLM's own size tiers), smaller as a PCIe card."""
+    if name:
+        text = _norm(name)
+        best, best_key = None, (0, False, False)
+        for g in TABLE:
+            if g.is_cpu:
+                continue
+            for i, w in enumerate(_words(g)):
+                pattern = r"(?<![a-z0-9])" + re.escape(w).replace(r"\ ", " ?") + r"(?![a-z0-9])"
+                # the longest match; then a row's own name over an alias; then the row of this memory size
+                key = (len(w), i == 0, bool(g.memory_gib) and abs(g.memory_bytes - memory_bytes) < GIB)
+                if key > best_key and re.search(pattern, text):
+                    best, best_key = g, key
+        if best is not None:
+            return best
+    else:
+        for g in GPUS.values():
+            if not g.is_cpu and g.memory_bytes == memory_bytes:
+                return g
+    label = name or f"{memory_bytes / GIB:.4g} GiB GPU"
+    if memory_bytes >= 70 * GIB:
+        return GPUType(label, None, memory_bytes / GIB, label, 8, "unknown device", (9, 0), 132, "nvswitch", known=False, offered=False)
+    return GPUType(label, None, memory_bytes / GIB, label, 8, "unknown device", (8, 9), 128, "pcie", known=False, offered=False)

@@ -20,10 +20,15 @@ holds the replica.
 
 from __future__ import annotations
 
+import copy
 import math
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from llmctl.builders import app_llm_configs, is_llm_app
 
 ACC_PREFIX = "accelerator_type:"
+EPS = 1e-6
 
 # The most engine workers (TP x PP) llmctl treats as a replica: no Ray cluster
 # places a larger placement group, and every loop over workers stops here, so
@@ -97,3 +102,93 @@ def actor_gpu_problem(llm: dict, gpus_per_node: int) -> Optional[tuple[str, str]
     if engine_gpu <= 0:
         return "warning", f"{head} although the engine itself uses none; {fix}"
     return "warning", f"{head}: a single-GPU node can never hold the replica and {math.ceil(total) - engine_gpu:g} GPU sits idle; {fix}"
+
+
+# --------------------------------------------------------------------------
+# What a serve config asks for, and first-fit placement of it on pools of
+# resources (preflight places on a live cluster's nodes, kuberay on worker groups).
+
+
+@dataclass
+class Demand:
+    """One Serve deployment of an application."""
+
+    app: str
+    deployment: str
+    bundles: list[dict[str, float]]  # one replica
+    strategy: str
+    min_replicas: int
+    max_replicas: int
+
+
+def replica_counts(dc: dict) -> tuple[int, int]:
+    asc = (dc or {}).get("autoscaling_config")
+    if isinstance(asc, dict):
+        mn = int(asc.get("min_replicas", 1))
+        return mn, max(mn, int(asc.get("max_replicas", 1)))
+    nr = (dc or {}).get("num_replicas", 1)
+    n = int(nr) if isinstance(nr, int) else 1
+    return n, n
+
+
+def demands(config: dict) -> list[Demand]:
+    """Every Serve LLM deployment of a serve config with its llm_configs inlined
+    (what ``llmctl.validate.load_deployable`` returns)."""
+    out: list[Demand] = []
+    for app in config.get("applications") or []:
+        if not is_llm_app(app):
+            continue
+        name = app.get("name", "default")
+        args = app.get("args") or {}
+        llms = [c for _, c in app_llm_configs(app) if isinstance(c, dict)]
+        for llm in llms:
+            bundles, strategy = replica_bundles(llm)
+            mn, mx = replica_counts(llm.get("deployment_config") or {})
+            mid = (llm.get("model_loading_config") or {}).get("model_id", "?")
+            out.append(Demand(name, f"LLMServer:{mid}", bundles, strategy, mn, mx))
+        imn, imx = replica_counts(args.get("ingress_deployment_config") or {})
+        if all(d.min_replicas == 0 for d in out if d.app == name) and llms:
+            imn = 0
+        out.append(Demand(name, "OpenAiIngress", [{"CPU": 1.0}], "PACK", imn, max(imn, imx)))
+    return out
+
+
+def _fits(bundle: dict[str, float], avail: dict[str, float]) -> bool:
+    return all(avail.get(k, 0.0) + EPS >= v for k, v in bundle.items() if v > 0)
+
+
+def _take(bundle: dict[str, float], avail: dict[str, float]) -> None:
+    for k, v in bundle.items():
+        avail[k] = avail.get(k, 0.0) - v
+
+
+def place_replica(bundles: list[dict[str, float]], strategy: str, pools: list[dict[str, float]]) -> bool:
+    """Place one replica's bundles on the pools (mutated only on success)."""
+    trial = copy.deepcopy(pools)
+    if strategy.startswith("STRICT"):
+        need: dict[str, float] = {}
+        for b in bundles:
+            for k, v in b.items():
+                need[k] = need.get(k, 0.0) + v
+        for i, pool in enumerate(trial):
+            if _fits(need, pool):
+                _take(need, pool)
+                pools[i] = pool
+                return True
+        return False
+    for b in bundles:
+        spot = next((p for p in trial if _fits(b, p)), None)
+        if spot is None:
+            return False
+        _take(b, spot)
+    pools[:] = trial
+    return True
+
+
+def place(demands_: list[Demand], pools: list[dict[str, float]], count: Callable[[Demand], int]) -> Optional[tuple[Demand, int]]:
+    """Place ``count(d)`` replicas of every demand; the first that does not fit and how many did."""
+    for d in sorted(demands_, key=lambda d: -sum(sum(b.values()) for b in d.bundles)):
+        for i in range(count(d)):
+            if not place_replica(d.bundles, d.strategy, pools):
+                return d, i
+    return None

@@ -60,6 +60,13 @@ def parameters(arch) -> dict[str, int]:
     return {"total": pc.total, "active": pc.active, "mtp": pc.mtp}
 
 
+def _positive(flag: str, value: Union[None, int, str]) -> Optional[int]:
+    if value is None:
+        return None
+    return parse_flag(flag, lambda v: spec.parse_tokens(v, what=flag.lstrip("-").replace("-", "_")) if isinstance(v, str) else int(v),
+                      value)
+
+
 def plan(
     model: Union[str, ModelProfile],
     *,
@@ -73,6 +80,11 @@ def plan(
     kv_cache_dtype: str = "auto",
     min_concurrency: Optional[float] = None,
     vllm_version: Optional[str] = None,
+    quantization: Optional[str] = None,
+    enforce_eager: bool = False,
+    enable_expert_parallel: bool = False,
+    max_num_seqs: Union[None, int, str] = None,
+    max_num_batched_tokens: Union[None, int, str] = None,
 ) -> PlanTable:
     """Weights, KV cache, concurrency and a verdict per GPU type and TP size.
 
@@ -80,7 +92,10 @@ def plan(
     marked (``row["advised"]``, with ``row["reasons"]``); without
     ``max_model_len``, the context llmctl would choose. ``vllm_version`` is the
     vLLM whose memory profile is modelled (default: the one the installed Ray
-    pins). Raises UsageError with gen-config's message for a bad value."""
+    pins). ``quantization``, ``enforce_eager``, ``enable_expert_parallel``,
+    ``max_num_seqs`` and ``max_num_batched_tokens`` are vLLM's engine arguments
+    of those names, sized as :func:`llmctl.sizing.sizing_options` sizes them
+    from a config. Raises UsageError with gen-config's message for a bad value."""
     if min_concurrency is not None and min_concurrency <= 0:
         raise UsageError(f"--min-concurrency: must be a positive number (got {min_concurrency:g})")
     gmu = parse_flag("--gpu-memory-utilization", spec.parse_gpu_memory_utilization, gpu_memory_utilization)
@@ -100,16 +115,20 @@ def plan(
         raise UsageError(f"--model: {profile.hf_repo}: no architecture known (weights in a bucket); "
                          "pass an HF repo id or a directory with config.json")
     pp_n = parse_flag("--pp", lambda v: spec.parse_pp(v, arch=arch), pp)
-    tp_n = parse_flag("--tp", lambda v: spec.parse_tp(v, arch=arch, gpu=gpus[0], pp=pp_n), tp)
+    tp_n = parse_flag("--tp", lambda v: spec.parse_tp(v, arch=arch, gpu=gpus[0], pp=pp_n, expert_parallel=enable_expert_parallel), tp)
     mml = parse_flag("--max-model-len", lambda v: spec.parse_max_model_len(v, arch=arch), max_model_len)
 
+    engine = {"quantization": quantization, "enforce_eager": enforce_eager, "enable_expert_parallel": enable_expert_parallel,
+              "max_num_seqs": _positive("--max-num-seqs", max_num_seqs),
+              "max_num_batched_tokens": _positive("--max-num-batched-tokens", max_num_batched_tokens)}
     kw: dict[str, Any] = dict(gpu_memory_utilization=gmu, dtype=str(dtype).lower(), kv_cache_dtype=str(kv_cache_dtype).lower(),
-                              vllm_version=vllm_version)
+                              vllm_version=vllm_version, **{k: v for k, v in sizing.sizing_options(engine).items()
+                                                            if k not in ("dtype", "kv_cache_dtype")})
     table = PlanTable(profile, [], parameters=parameters(arch))
     for g in gpus:
         choice = sizing.choose(arch, g, tp=tp_n, pp=pp_n, max_model_len=mml, min_concurrency=min_concurrency, **kw)
         table.choices.append((g, choice))
-        sizes = [tp_n] if tp_n is not None else sizing.tp_sizes_on_node(arch, g, pp_n)
+        sizes = [tp_n] if tp_n is not None else sizing.tp_sizes_on_node(arch, g, pp_n, enable_expert_parallel)
         for t in sizes:
             p = sizing.plan_for_gpu(arch, g, tp=t, pp=pp_n, max_model_len=choice.max_model_len, **kw)
             advised = tp_n is None and t == choice.tp and choice.fits

@@ -14,9 +14,6 @@ from typing import Optional
 CLOUD_SCHEMES = ("s3://", "gs://", "abfss://", "azure://")
 
 _HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-# Hugging Face user access tokens: "hf_" and 34 letters/digits today; 20+ is
-# enough to tell one from a variable name such as hf_token.
-_HF_TOKEN = re.compile(r"^hf_[A-Za-z0-9]{20,}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 
@@ -41,10 +38,6 @@ def path_probe(p: Path, test: str = "exists") -> bool:
         return bool(getattr(p, test)())
     except (OSError, ValueError):
         return False
-
-
-def looks_like_hf_token(text: str) -> bool:
-    return isinstance(text, str) and bool(_HF_TOKEN.match(text.strip()))
 
 
 def is_env_name(text: str) -> bool:

@@ -15,7 +15,8 @@ from typing import Optional
 
 from llmctl import sizing
 from llmctl.catalog import ModelArch, ModelProfile
-from llmctl.sources import CLOUD_SCHEMES, is_cloud_uri, is_env_name, looks_like_hf_token
+from llmctl.secrets import looks_like_hf_token
+from llmctl.sources import CLOUD_SCHEMES, is_cloud_uri, is_env_name
 from llmctl.hardware import CPU_DEFAULT_MAX_MODEL_LEN, CPU_DTYPE, CPU_MIN_KV_CACHE_BYTES, GPUType  # noqa: F401 (re-exported)
 
 REMOTE_LORA_SCHEMES = CLOUD_SCHEMES
@@ -73,18 +74,18 @@ def parse_gpu(text: str) -> GPUType:
         raise ValueError(str(e).split(": ", 1)[1]) from None
 
 
-def tp_problem(arch: Optional[ModelArch], tp: int, pp: int, gpu: GPUType) -> Optional[str]:
+def tp_problem(arch: Optional[ModelArch], tp: int, pp: int, gpu: GPUType, expert_parallel: bool = False) -> Optional[str]:
     """Why a TP size cannot work, or None (llmctl.sizing's one rule)."""
-    return sizing.tp_problem_on_node(arch, gpu, tp, pp)
+    return sizing.tp_problem_on_node(arch, gpu, tp, pp, expert_parallel)
 
 
 def valid_tp_sizes(arch: Optional[ModelArch], gpu: GPUType, pp: int = 1) -> list[int]:
     return sizing.tp_sizes_on_node(arch, gpu, pp)
 
 
-def parse_tp(text: str | int, *, arch: Optional[ModelArch], gpu: GPUType, pp: int = 1) -> int:
+def parse_tp(text: str | int, *, arch: Optional[ModelArch], gpu: GPUType, pp: int = 1, expert_parallel: bool = False) -> int:
     tp = parse_int(text, what="tensor-parallel size", minimum=1)
-    problem = tp_problem(arch, tp, pp, gpu)
+    problem = tp_problem(arch, tp, pp, gpu, expert_parallel)
     if problem:
         raise ValueError(problem)
     return tp
@@ -132,16 +133,16 @@ def context_problem(arch: Optional[ModelArch], max_model_len: int) -> Optional[s
 
 
 def parse_max_model_len(text: str | int | None, *, arch: Optional[ModelArch]) -> Optional[int]:
-    """An int (``8192``, ``8k``, ``32K``), or empty / ``auto`` for the default
-    (llmctl.sizing's choice: the longest that fits, up to the default context)."""
+    """An int (``8192``, ``8K`` = 8,192, ``8k`` = 8,000 as vLLM reads them), or
+    empty / ``auto`` for the default (llmctl.sizing's choice: the longest that
+    fits, up to the default context)."""
     if text is None:
         return None
     if isinstance(text, str):
         s = text.strip().lower()
         if s in ("", "auto", "none"):
             return None
-        m = re.fullmatch(r"(\d+)\s*k", s)
-        value = int(m.group(1)) * 1024 if m else parse_int(s, what="max_model_len", minimum=1)
+        value = parse_tokens(text.strip(), what="max_model_len")
     else:
         value = parse_int(text, what="max_model_len", minimum=1)
     if value < 1:
@@ -163,11 +164,16 @@ def parse_gpu_memory_utilization(text: str | float) -> float:
 
 
 def parse_tokens(text: str | int, *, what: str) -> int:
-    """A token count: ``2048`` or ``2k``."""
-    if isinstance(text, str):
-        m = re.fullmatch(r"(\d+)\s*k", text.strip().lower())
-        if m:
-            return int(m.group(1)) * 1024
+    """A token count as vLLM's CLI reads one (``human_readable_int``, the one
+    rule: llmctl.engine_args.values.human_int): ``2048``, ``2k`` = 2,000,
+    ``2K`` = 2,048."""
+    from llmctl.engine_args.values import human_int
+
+    if isinstance(text, str) and re.fullmatch(r"\s*\d+(\.\d+)?[kKmMgG]\s*", text):
+        try:
+            return parse_int(human_int(text.strip()), what=what, minimum=1)
+        except ValueError as e:
+            raise ValueError(f"{what} must be an integer, got '{text}' ({e})") from None
     return parse_int(text, what=what, minimum=1)
 
 

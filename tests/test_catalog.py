@@ -227,3 +227,26 @@ def test_models_filter(capsys):
     r = run_cli(capsys, "models", "--json", "--family", "gemma-3")
     ids = {d["id"] for d in r.json()}
     assert ids == {"gemma-3-4b-it", "gemma-3-12b-it", "gemma-3-27b-it"}
+
+
+@pytest.mark.parametrize("row", FACTS, ids=[r["hf_repo"] for r in FACTS])
+def test_a_catalog_entry_given_as_config_json_sizes_the_same(row, tmp_path):
+    """The run-time path: the entry's facts written as a config.json in a
+    local directory, resolved as `llmctl plan --model DIR` resolves it, give
+    the catalog's parameters, layers and KV layout (one converter)."""
+    import json
+
+    from llmctl import sizing
+    from llmctl.facts import config_from_facts
+    from llmctl.sizing.kv import layout
+
+    entry = CATALOG[model_id_of(row["hf_repo"])]
+    cfg, _ = config_from_facts(row)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    runtime = resolve_model(str(tmp_path)).architecture
+    cat = entry.architecture
+    assert runtime == cat, entry.id
+    pc = sizing.count_parameters(runtime)
+    assert (pc.total, pc.active) == (entry.parameters.total, entry.parameters.active), entry.id
+    for tp in (1, 2):
+        assert layout(runtime, tp=tp) == layout(cat, tp=tp), (entry.id, tp)

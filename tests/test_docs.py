@@ -27,3 +27,16 @@ def test_completion_completes_catalog_ids_and_gpu_types():
     assert "llama-3.1-8b-instruct" in complete_model("llama-3.1")
     assert all(m.startswith("qwen3") for m in complete_model("qwen3"))
     assert complete_gpu("a1") == ["A10G", "A100-40G", "A100-80G"]
+
+
+def test_sizing_tables_are_current():
+    """docs/sizing.md's per-category accuracy tables are bench/sizing.py --markdown's output."""
+    import subprocess
+    import sys
+
+    doc = (REPO / "docs" / "sizing.md").read_text(encoding="utf-8")
+    start = doc.index("--markdown`; tests/test_docs.py keeps it current -->\n") + len("--markdown`; tests/test_docs.py keeps it current -->\n")
+    end = doc.index("<!-- end of generated tables -->")
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "sizing.py"), "--markdown"], capture_output=True, text=True,
+                         timeout=300, check=True).stdout
+    assert doc[start:end] == out, "regenerate: python bench/sizing.py --markdown"

@@ -82,7 +82,11 @@ def test_sizing_uses_the_engine_settings():
     capped = llmctl.generate("llama-3.1-8b-instruct", gpu="L4", tp=2, max_model_len=8192, max_num_seqs=4,
                              write_files=False).spec.models[0]
     assert capped.max_ongoing_requests == 4  # max_num_seqs caps what one replica runs at once
-    assert sizing.sizing_options({"quantization": "awq", "dtype": "half"})["dtype"] == "awq"
+    assert sizing.sizing_options({"quantization": "awq", "dtype": "half"}) == {
+        "dtype": "half", "quantization": "awq", "kv_cache_dtype": "auto"}
+    # awq needs an AWQ checkpoint: on a bf16 one vLLM refuses it, and the plan says so instead of sizing int4
+    awq = llmctl.plan("llama-3.1-8b-instruct", gpu="L4", tp=1, max_model_len=8192, quantization="awq").rows[0]
+    assert awq["weight_format"] == "bf16" and any("needs a checkpoint quantized that way" in w for w in awq["warnings"])
 
 
 def test_validate_checks_the_same_types(capsys, tmp_path):

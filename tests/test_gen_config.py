@@ -60,7 +60,7 @@ def test_three_models_in_one_app(capsys, tmp_path):
     out = tmp_path / "app"
     r = run_cli(capsys, "gen-config", "-m", "llama-3.1-8b-instruct", "-m", "qwen2.5-7b-instruct", "-m", "mistral-7b-instruct-v0.3",
                 "--gpu", "A100-80G", "--gpu", "L40S", "--gpu", "H100", "--tp", "2", "--tp", "1", "--tp", "1",
-                "--min-replicas", "1", "--max-replicas", "4", "--max-model-len", "16k",
+                "--min-replicas", "1", "--max-replicas", "4", "--max-model-len", "16K",
                 "--app-name", "chat-app", "--route-prefix", "/llm", "--yes", "-o", out)
     assert r.code == 0, r.err
     serve = serve_file(out)

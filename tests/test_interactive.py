@@ -232,7 +232,7 @@ def test_autoscaling_details_step_defaults_to_the_derived_values(tmp_path):
     c.expect("Autoscaling details: target")
     c.send("y")
     c.expect("Expected tokens per request")
-    c.send(BACKSPACE * 8 + "1k" + ENTER)
+    c.send(BACKSPACE * 8 + "1K" + ENTER)  # vLLM's rule: 1K = 1,024, 1k = 1,000
     c.expect("Target ongoing requests per replica")
     c.send(ENTER)                   # the default: derived for 1,024 tokens per request
     c.expect("Max ongoing requests per replica")

@@ -20,11 +20,11 @@ from helpers import REPO, run_cli, run_subprocess
 from llmctl.errors import UsageError
 from llmctl.genconfig import generate
 from llmctl.kuberay import manifest as M
-from llmctl.kuberay.validate import validate_text
+from llmctl.validate.files import validate_text
 
 SAMPLES = REPO / "tests" / "data" / "kuberay_samples"
 SHARED_SAMPLES = REPO.parent / "shared" / "reference" / "kuberay" / "samples"
-SCHEMA = json.loads((REPO / "llmctl" / "kuberay" / "crd" / "rayservice-v1.7.0.schema.json").read_text())
+SCHEMA = json.loads((REPO / "llmctl" / "validate" / "rayservice" / "crd" / "rayservice-v1.7.0.schema.json").read_text())
 TOKEN_SHAPE = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")
 
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from llmctl import sizing
-from llmctl.catalog import resolve_model
+from llmctl.catalog import load_catalog, resolve_model
 from llmctl.sizing import (
     BLOCK_SIZE,
     GIB,
@@ -37,6 +37,7 @@ from llmctl.hardware import GPUS
 DATA = Path(__file__).parent / "data"
 H100 = int(79.19 * GIB)  # vLLM 0.19's total for an H100 80GB (see llmctl/hardware.py)
 H100_GPU = GPUS["H100"]
+CATALOG = load_catalog()
 assert H100_GPU.memory_bytes == H100
 
 
@@ -106,7 +107,7 @@ def test_kv_capacity_hybrid_allocator_hand_computed():
     # one block of one group = 16 tokens × 8192 B × 21 layers = 2,752,512 B.
     a = arch("google/gemma-2-9b-it")
     avail = 1000 * 16 * 8192 * 21
-    cap = kv_capacity(a, avail, max_model_len=8192, max_num_batched_tokens=2048)
+    cap = kv_capacity(a, avail, max_model_len=8192, max_num_batched_tokens=2048, vllm_version="0.19.0")
     assert cap.blocks == 1000
     # per request: full group cdiv(8192, 16) = 512 blocks; sliding group
     # cdiv(min(4096 - 1 + 2048, 8192), 16) = cdiv(6143, 16) = 384 blocks -> 896
@@ -114,6 +115,27 @@ def test_kv_capacity_hybrid_allocator_hand_computed():
     # vLLM logs the pool, not concurrency × max_model_len (kv_cache_utils._report_kv_cache_config):
     # num_blocks // groups × 16 = 1000 // 2 × 16 = 8000 tokens
     assert cap.tokens == 8000
+
+
+def test_kv_capacity_hybrid_linear_attention_hand_computed():
+    """Qwen3-Next at TP 2 (docs/vllm-memory-2026.md §2.5): a GDN state page
+    of 548,864 B raises the attention block to 16 × cdiv(548,864, 16 × 1,024)
+    = 544 tokens; 12 attention + 36 GDN layers make 1 + 3 groups of 12."""
+    from llmctl.sizing.kv import layout, mamba_page_bytes
+
+    a = CATALOG["qwen3-next-80b-a3b-instruct"].architecture
+    assert mamba_page_bytes(a, tp=2) == 24_576 + 524_288
+    lay = layout(a, tp=2)
+    assert [(k.name, k.layers, k.block, k.page) for k in lay.kinds] == [("full", 12, 544, 557_056), ("mamba", 36, 544, 557_056)]
+    assert lay.g == 12 and lay.n_groups == 4
+    blocks = 7133
+    avail = blocks * 12 * 557_056 + 1000
+    old = kv_capacity(a, avail, tp=2, max_model_len=32768, vllm_version="0.19.0")
+    assert old.blocks == blocks and old.tokens == blocks // 4 * 544 == 969_952  # the published 0.97 M
+    new = kv_capacity(a, avail, tp=2, max_model_len=32768, vllm_version="0.29.0")  # prefix caching on: 61 + 3 x 2
+    assert new.max_concurrency == pytest.approx(blocks / 67) and new.tokens == int(blocks / 67 * 32768)
+    off = kv_capacity(a, avail, tp=2, max_model_len=32768, vllm_version="0.29.0", prefix_caching=False)
+    assert off.max_concurrency == pytest.approx(blocks / 64)
 
 
 def test_kv_capacity_full_attention_is_blocks_times_16():
@@ -494,7 +516,7 @@ def test_accuracy_data_has_enough_cases():
     assert sum(1 for c in _CASES if c["tp"] >= 2 or (c.get("pp") or 1) >= 2) >= 15
     assert sum(1 for c in _CASES if "kv" in c["checks"]) >= 30
     for c in _CASES:
-        assert c["source"].startswith("https://github.com/") and c["log"]
+        assert c["source"].startswith("https://") and c["log"]
     ids = [c["id"] for c in _CASES]
     assert len(ids) == len(set(ids))
 

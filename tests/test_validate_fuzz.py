@@ -179,7 +179,7 @@ def test_validate_never_raises_on_mutated_rayservices(tmp_path):
     """The same fuzz over KubeRay's LLM samples: the RayService checks
     (strict schema, operator rules, GPU arithmetic, secrets) and the serve
     checks on the serveConfigV2 inside it return diagnostics, never raise."""
-    from llmctl.kuberay.validate import validate_text
+    from llmctl.validate.files import validate_text
 
     rng = random.Random(20261125)
     seeds = [d for p in SAMPLES for d in yaml.safe_load_all(p.read_text(encoding="utf-8"))

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from helpers import run_cli
-from llmctl.validate import builders
+from llmctl import builders
 
 # Ray Serve LLM's builder modules import vLLM (or SGLang) at import time.
 NEEDS_VLLM = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,

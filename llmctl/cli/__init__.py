@@ -13,33 +13,9 @@ import sys
 
 import typer
 
-from llmctl import __version__
 from llmctl.errors import EXIT_INTERRUPTED, EXIT_USAGE, LlmctlError
 
-app = typer.Typer(
-    name="llmctl",
-    help="Generate, validate, size and launch Ray Serve LLM deployments.",
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"llmctl {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    debug: bool = typer.Option(False, "--debug", envvar="LLMCTL_DEBUG", help="Show tracebacks for errors."),
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
-) -> None:
-    if debug:
-        os.environ["LLMCTL_DEBUG"] = "1"
-
+from llmctl.cli.root import app  # noqa: E402,F401  (the Typer app; defined in llmctl.cli.root)
 
 # Command modules register themselves on `app` when imported.
 from llmctl.cli import models as _models  # noqa: E402,F401

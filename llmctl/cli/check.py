@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from typing_extensions import Annotated
 
-from llmctl.cli import app
+from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
 from llmctl.cli.options import AddressOpt, JsonOpt
 from llmctl.errors import EXIT_USAGE

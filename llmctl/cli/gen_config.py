@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from typing_extensions import Annotated
 
-from llmctl.cli import app
+from llmctl.cli.root import app
 from llmctl.cli.console import err, out, warn
 from llmctl.cli.options import (GPU_HELP, ForceOpt, GpusPerNodeOpt, HfSecretOpt, ImageOpt, Multi, NodeSelectorOpt,
                                 OutputDirOpt, UpgradeStrategyOpt, YesOpt, complete_gpu, complete_model)

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from typing_extensions import Annotated
 
-from llmctl.cli import app
+from llmctl.cli.root import app
 from llmctl.cli.console import err, out
 from llmctl.cli.options import (ForceOpt, GpusPerNodeOpt, HfSecretOpt, ImageOpt, NodeSelectorOpt,
                                 UpgradeStrategyOpt)

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 from typing_extensions import Annotated
 
-from llmctl.cli import app
+from llmctl.cli.root import app
 from llmctl.cli.console import out, print_json
 from llmctl.cli.options import JsonOpt
 

@@ -23,7 +23,13 @@ def complete_gpu(incomplete: str) -> list[str]:
     return [g for g in GPUS if g.lower().startswith(incomplete.lower())]
 
 
-GPU_HELP = "GPU type: L4, A10G, L40S, A100-40G, A100-80G, H100, H200, B200, or cpu."
+def _gpu_help() -> str:
+    from llmctl.hardware import GPUS
+
+    return "GPU type: " + ", ".join(n for n, g in GPUS.items() if not g.is_cpu) + ", or cpu."
+
+
+GPU_HELP = _gpu_help()
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout instead of a table.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Accept defaults and skip the confirmation.")]

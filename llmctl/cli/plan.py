@@ -13,7 +13,7 @@ from typing import Any, Optional
 import typer
 from typing_extensions import Annotated
 
-from llmctl.cli import app
+from llmctl.cli.root import app
 from llmctl.cli.console import out, print_json
 from llmctl.cli.options import GpuOpt, JsonOpt, ModelOpt
 from llmctl.errors import UsageError
@@ -31,6 +31,11 @@ def plan_cmd(
     kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype", metavar="DTYPE", help="KV cache dtype: auto or fp8.")] = "auto",
     min_concurrency: Annotated[Optional[float], typer.Option("--min-concurrency", metavar="N", help="Advise only TP sizes holding at least this many concurrent full-length requests.")] = None,
     vllm_version: Annotated[Optional[str], typer.Option("--vllm-version", metavar="X.Y.Z", help="The vLLM whose start-up memory profile to model (default: the one the installed Ray pins).")] = None,
+    quantization: Annotated[Optional[str], typer.Option("--quantization", metavar="METHOD", help="vLLM's --quantization: online fp8 or experts_int8 on an unquantized checkpoint (a quantized checkpoint's own quantization_config is read from it).")] = None,
+    enforce_eager: Annotated[bool, typer.Option("--enforce-eager", help="vLLM's --enforce-eager: no CUDA graphs, so their memory is not taken from the KV cache.")] = False,
+    enable_expert_parallel: Annotated[bool, typer.Option("--enable-expert-parallel", help="vLLM's --enable-expert-parallel: whole experts dealt out over the TP ranks.")] = False,
+    max_num_seqs: Annotated[Optional[str], typer.Option("--max-num-seqs", metavar="N", help="vLLM's --max-num-seqs (default: that vLLM's, by GPU size).")] = None,
+    max_num_batched_tokens: Annotated[Optional[str], typer.Option("--max-num-batched-tokens", metavar="TOKENS", help="vLLM's --max-num-batched-tokens (8192, 8K; default: that vLLM's, by GPU size).")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Estimate weights, KV cache and concurrency per GPU; advise a TP size."""
@@ -40,7 +45,9 @@ def plan_cmd(
         raise UsageError("no model given; pass --model (a catalog id from `llmctl models`, an HF repo id or a directory)")
     table = plan(model, gpu=gpu, gpu_memory=gpu_memory, tp=tp, pp=pp, max_model_len=max_model_len,
                  gpu_memory_utilization=gpu_memory_utilization, dtype=dtype, kv_cache_dtype=kv_cache_dtype,
-                 min_concurrency=min_concurrency, vllm_version=vllm_version)
+                 min_concurrency=min_concurrency, vllm_version=vllm_version, quantization=quantization,
+                 enforce_eager=enforce_eager, enable_expert_parallel=enable_expert_parallel, max_num_seqs=max_num_seqs,
+                 max_num_batched_tokens=max_num_batched_tokens)
     if json_:
         print_json(table.to_json())
         return

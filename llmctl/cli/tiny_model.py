@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from typing_extensions import Annotated
 
-from llmctl.cli import app
+from llmctl.cli.root import app
 from llmctl.cli.console import out
 from llmctl.errors import OutputExists, UsageError
 

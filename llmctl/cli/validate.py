@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 from typing_extensions import Annotated
 
-from llmctl.cli import app
+from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
 from llmctl.cli.options import JsonOpt
 from llmctl.errors import EXIT_USAGE, UsageError

@@ -62,7 +62,7 @@ _FALSE = {"false", "no", "0", "off"}
 _NULL_TEXT = {"None", "null"}
 
 
-def _human_int(text: str) -> int:
+def human_int(text: str) -> int:
     """vLLM's human_readable_int: 1k = 1000, 1K = 1024, 25.6k = 25600 (vllm/utils/argparse_utils.py)."""
     import re
 
@@ -84,7 +84,7 @@ def _parse_scalar(kind: str, text: str, choices: Optional[tuple], ignore_case: b
         try:
             if cli_int == "human_or_auto" and t.lower() == "auto":
                 return -1
-            return _human_int(t) if cli_int else int(t)
+            return human_int(t) if cli_int else int(t)
         except ValueError:
             hint = " (such as 8192, 8k or 8K)" if cli_int else ""
             raise ValueError(f"expected an integer{hint}, got {_show(text)}") from None

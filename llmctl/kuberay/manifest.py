@@ -10,7 +10,7 @@ and ``num-gpus`` "0"); one worker group per accelerator type with G GPUs per
 pod (default the least common multiple of its models' TP × PP) and
 ``ceil(Σ replicas × TP × PP / G)`` pods at min and max replicas; the Ray
 autoscaler on when any model autoscales. The result is validated by
-:mod:`llmctl.kuberay.validate` before anything is written; nothing here
+:mod:`llmctl.validate.rayservice` before anything is written; nothing here
 prints.
 """
 
@@ -26,8 +26,8 @@ from typing import Any, Optional
 import yaml
 
 from llmctl.errors import UsageError, ValidationFailed
-from llmctl.kuberay import nodes
-from llmctl.kuberay.checks import NAME_MAX, UPGRADE_TYPES
+from llmctl.validate.rayservice import nodes
+from llmctl.validate.rayservice.checks import NAME_MAX, UPGRADE_TYPES
 from llmctl.sources import looks_local_path
 
 TOKEN_ENVS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -121,8 +121,8 @@ class _Model:
 
 
 def _models(serve: dict, serve_path: str) -> list[_Model]:
-    from llmctl.launch.preflight import _replicas
-    from llmctl.validate.builders import app_llm_configs
+    from llmctl.placement import replica_counts
+    from llmctl.builders import app_llm_configs
 
     out = []
     for i, app in enumerate(serve.get("applications") or []):
@@ -139,7 +139,7 @@ def _models(serve: dict, serve_path: str) -> list[_Model]:
             if not isinstance(acc, str) or not acc:
                 raise UsageError(f"{where}: no accelerator_type (a CPU config?); a RayService needs one per model to size "
                                  "its GPU worker groups (gen-config --gpu L4|H100|…)")
-            mn, mx = _replicas(llm.get("deployment_config") or {})
+            mn, mx = replica_counts(llm.get("deployment_config") or {})
             out.append(_Model(where, str(mid), acc, int(ek.get("tensor_parallel_size", 1)),
                               int(ek.get("pipeline_parallel_size", 1)), mn, mx))
     if not out:
@@ -168,7 +168,7 @@ def _group_gpus(ms: list[_Model], acc: str, default: Optional[int], per_type: di
 def _serve_for_pods(serve: dict, drop_token_refs: bool) -> tuple[dict, list[str]]:
     """The serve config as the pods get it: no http host/port (0.0.0.0:8000),
     the token references dropped when the Secret provides them."""
-    from llmctl.validate.builders import app_llm_configs
+    from llmctl.builders import app_llm_configs
 
     s = copy.deepcopy(serve)
     s.pop("http_options", None)
@@ -190,7 +190,7 @@ def _serve_for_pods(serve: dict, drop_token_refs: bool) -> tuple[dict, list[str]
 
 
 def _gated(serve: dict) -> list[str]:
-    from llmctl.validate.builders import app_llm_configs
+    from llmctl.builders import app_llm_configs
 
     return [str((llm.get("model_loading_config") or {}).get("model_id")) for app in serve.get("applications") or []
             for _, llm in app_llm_configs(app) if set(((llm.get("runtime_env") or {}).get("env_vars") or {})) & set(TOKEN_ENVS)]
@@ -214,7 +214,7 @@ def build(serve: dict, serve_path: str, opts: KubeOptions) -> Manifest:
                          "it as NAME:KEY (kubectl create secret generic hf-token --from-literal=hf_token=…)")
     apps = serve.get("applications") or []
     name = opts.name if opts.name is not None else resource_name(str((apps[0] or {}).get("name") or "llm-app"))
-    from llmctl.kuberay.schema import dns1035_problem
+    from llmctl.validate.rayservice.schema import dns1035_problem
 
     if problem := dns1035_problem(name, NAME_MAX):
         raise UsageError(f"--name: '{name}': {problem}")
@@ -235,7 +235,7 @@ def build(serve: dict, serve_path: str, opts: KubeOptions) -> Manifest:
         pods_max = max(pods_min, nodes.pods_for(1, sum(m.max_r * m.gpus for m in ms), g))
         groups.append(dict(acc=acc, models=ms, gpus=g, gpus_from=g_from, pods_min=pods_min, pods_max=pods_max,
                            label=nodes.label_for(opts.node_selector, acc),
-                           declare=acc in nodes.UNDETECTED or pods_min == 0,
+                           declare=nodes.undetected(acc) or pods_min == 0,
                            shm=any(m.tp > 1 or m.pp > 1 for m in ms)))
     autoscaling = any(gr["pods_max"] > gr["pods_min"] for gr in groups)
     if opts.node_selector != "none":
@@ -246,7 +246,7 @@ def build(serve: dict, serve_path: str, opts: KubeOptions) -> Manifest:
     text, data = render(name=name, serve=pod_serve, serve_path=serve_path, groups=groups, autoscaling=autoscaling,
                         version=version, image=opts.image or default_image(version), secret=secret,
                         upgrade=opts.upgrade_strategy, timeout=opts.initializing_timeout, selector_style=opts.node_selector)
-    from llmctl.kuberay.validate import validate_text
+    from llmctl.validate.files import validate_text
 
     errors = [d for d in validate_text("<rayservice>", text) if d.is_error]
     if errors:

@@ -11,9 +11,9 @@ import yaml
 
 from llmctl import __version__
 from llmctl.errors import LlmctlError
-from llmctl.kuberay import nodes
-from llmctl.kuberay.checks import TIMEOUT_ANNOTATION
-from llmctl.kuberay.schema import KUBERAY_VERSION
+from llmctl.validate.rayservice import nodes
+from llmctl.validate.rayservice.checks import TIMEOUT_ANNOTATION
+from llmctl.validate.rayservice.schema import KUBERAY_VERSION
 from llmctl.render import _yaml_block, _yaml_inline, comment_lines
 
 HEAD_CPU, HEAD_MEMORY = "4", "16Gi"  # the samples use 2-4 CPUs and 5-16Gi: Ray's control plane, no replica
@@ -83,7 +83,7 @@ def _group(gr: dict, image: str, token: tuple[list[dict], list[dict], list[dict]
     ]
     if gr["declare"]:
         why.append(f"rayStartParams.resources declares accelerator_type:{acc}: "
-                   + ("Ray never detects A100-40G/A100-80G on its own (a node only gets A100)." if acc in nodes.UNDETECTED
+                   + ("Ray never detects A100-40G/A100-80G on its own (a node only gets A100)." if nodes.undetected(acc)
                       else "with 0 pods at rest the autoscaler learns the type only from here (kuberay#863)."))
     if gr["shm"]:
         why.append("/dev/shm as memory: Kubernetes' 64 MB default breaks NCCL for tensor/pipeline parallelism.")

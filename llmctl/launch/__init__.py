@@ -10,9 +10,31 @@ Modules: :mod:`.cluster` (the local Ray head llmctl owns), :mod:`.address`
 :mod:`.deploy` (prepare, compose, up), :mod:`.watch` (unschedulable
 replicas), :mod:`.reasons` (why a deployment failed), :mod:`.operate`
 (status, down), :mod:`.logs`.
+
+The names below are imported on first use: the package itself imports none
+of its modules, so a module of it importing a sibling never runs this file's
+imports half-way (no import cycle through the package).
 """
 
-from llmctl.launch.deploy import Prepared, check_models, compose, connect, prepare, up  # noqa: F401
-from llmctl.launch.events import Progress, Step, UpEvent, UpResult  # noqa: F401
-from llmctl.launch.operate import DownResult, StatusReport, down, status  # noqa: F401
-from llmctl.launch.reasons import reason_from_message  # noqa: F401
+from __future__ import annotations
+
+from typing import Any
+
+_NAMES = {
+    **{n: "deploy" for n in ("Prepared", "check_models", "compose", "connect", "prepare", "up")},
+    **{n: "events" for n in ("Progress", "Step", "UpEvent", "UpResult")},
+    **{n: "operate" for n in ("DownResult", "StatusReport", "down", "status")},
+    "reason_from_message": "reasons",
+}
+
+__all__ = list(_NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _NAMES:
+        import importlib
+
+        value = getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

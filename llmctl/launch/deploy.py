@@ -46,7 +46,7 @@ import httpx
 from llmctl.engine_args import pooling_task
 from llmctl.errors import ClusterUnreachable, DeployFailed, PreflightFailed, UsageError
 from llmctl.sources import env_ref
-from llmctl.validate.builders import app_llm_configs, runtime_envs
+from llmctl.builders import app_llm_configs, runtime_envs
 from llmctl.launch import address as _address
 from llmctl.launch import cluster as _cluster
 from llmctl.launch import preflight as _preflight

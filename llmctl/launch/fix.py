@@ -22,7 +22,7 @@ import yaml
 
 from llmctl import yaml_edit
 from llmctl.errors import LlmctlError
-from llmctl.validate.builders import app_llm_configs
+from llmctl.builders import app_llm_configs
 from llmctl.validate.serve_config import config_file_path
 
 

@@ -33,7 +33,7 @@ from typing import Iterator
 from llmctl.launch.address import Target
 from llmctl.errors import ClusterUnreachable, UsageError
 from llmctl.launch.serve_api import HTTPFailure, ServeClient, scrub, secret_values
-from llmctl.validate.builders import app_llm_configs
+from llmctl.builders import app_llm_configs
 
 
 @dataclass(frozen=True)

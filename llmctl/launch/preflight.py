@@ -27,16 +27,16 @@ note that an autoscaler may add nodes, which llmctl cannot know.
 
 from __future__ import annotations
 
-import copy
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from llmctl.launch.serve_api import ServeClient
-from llmctl.placement import ACC_PREFIX, replica_bundles  # noqa: F401  (replica_bundles: re-exported)
+from llmctl.placement import (  # noqa: F401  (re-exported)
+    ACC_PREFIX, EPS, Demand, demands, place, place_replica, replica_bundles, replica_counts,
+)
 
-EPS = 1e-6
 _USAGE = re.compile(r"([\d.]+)\s*/\s*([\d.]+)\s+(\S+)")
 # Resources Ray adds on its own that say nothing about what a user asked for.
 _INTERNAL = re.compile(r"^(node:|bundle_group_|.*_group_[0-9a-f]+$|memory$|object_store_memory$)")
@@ -55,18 +55,6 @@ class Node:
 
 
 @dataclass
-class Demand:
-    """One Serve deployment of an application."""
-
-    app: str
-    deployment: str
-    bundles: list[dict[str, float]]  # one replica
-    strategy: str
-    min_replicas: int
-    max_replicas: int
-
-
-@dataclass
 class Preflight:
     ok: bool
     errors: list[str] = field(default_factory=list)
@@ -82,44 +70,6 @@ class Preflight:
             "deployments": [{"app": d.app, "deployment": d.deployment, "replica_bundles": d.bundles, "strategy": d.strategy,
                              "min_replicas": d.min_replicas, "max_replicas": d.max_replicas} for d in self.demands],
         }
-
-
-# --------------------------------------------------------------------------
-# demand
-
-
-def _replicas(dc: dict) -> tuple[int, int]:
-    asc = (dc or {}).get("autoscaling_config")
-    if isinstance(asc, dict):
-        mn = int(asc.get("min_replicas", 1))
-        return mn, max(mn, int(asc.get("max_replicas", 1)))
-    nr = (dc or {}).get("num_replicas", 1)
-    n = int(nr) if isinstance(nr, int) else 1
-    return n, n
-
-
-def demands(config: dict) -> list[Demand]:
-    """Every Serve LLM deployment of a serve config with its llm_configs inlined
-    (what ``llmctl.validate.load_deployable`` returns)."""
-    from llmctl.validate.builders import app_llm_configs, is_llm_app
-
-    out: list[Demand] = []
-    for app in config.get("applications") or []:
-        if not is_llm_app(app):
-            continue
-        name = app.get("name", "default")
-        args = app.get("args") or {}
-        llms = [c for _, c in app_llm_configs(app) if isinstance(c, dict)]
-        for llm in llms:
-            bundles, strategy = replica_bundles(llm)
-            mn, mx = _replicas(llm.get("deployment_config") or {})
-            mid = (llm.get("model_loading_config") or {}).get("model_id", "?")
-            out.append(Demand(name, f"LLMServer:{mid}", bundles, strategy, mn, mx))
-        imn, imx = _replicas(args.get("ingress_deployment_config") or {})
-        if all(d.min_replicas == 0 for d in out if d.app == name) and llms:
-            imn = 0
-        out.append(Demand(name, "OpenAiIngress", [{"CPU": 1.0}], "PACK", imn, max(imn, imx)))
-    return out
 
 
 # --------------------------------------------------------------------------
@@ -149,51 +99,6 @@ def cluster_nodes(client: ServeClient) -> list[Node]:
         free = {k: max(0.0, v - used.get(k, (0.0, 0.0))[0]) for k, v in total.items()}
         nodes.append(Node(n["node_id"], n.get("node_ip", "?"), total, free))
     return nodes
-
-
-# --------------------------------------------------------------------------
-# placement (first fit)
-
-
-def _fits(bundle: dict[str, float], avail: dict[str, float]) -> bool:
-    return all(avail.get(k, 0.0) + EPS >= v for k, v in bundle.items() if v > 0)
-
-
-def _take(bundle: dict[str, float], avail: dict[str, float]) -> None:
-    for k, v in bundle.items():
-        avail[k] = avail.get(k, 0.0) - v
-
-
-def place_replica(bundles: list[dict[str, float]], strategy: str, pools: list[dict[str, float]]) -> bool:
-    """Place one replica's bundles on the pools (mutated only on success)."""
-    trial = copy.deepcopy(pools)
-    if strategy.startswith("STRICT"):
-        need: dict[str, float] = {}
-        for b in bundles:
-            for k, v in b.items():
-                need[k] = need.get(k, 0.0) + v
-        for i, pool in enumerate(trial):
-            if _fits(need, pool):
-                _take(need, pool)
-                pools[i] = pool
-                return True
-        return False
-    for b in bundles:
-        spot = next((p for p in trial if _fits(b, p)), None)
-        if spot is None:
-            return False
-        _take(b, spot)
-    pools[:] = trial
-    return True
-
-
-def place(demands_: list[Demand], pools: list[dict[str, float]], count) -> Optional[tuple[Demand, int]]:
-    """Place ``count(d)`` replicas of every demand; the first that does not fit and how many did."""
-    for d in sorted(demands_, key=lambda d: -sum(sum(b.values()) for b in d.bundles)):
-        for i in range(count(d)):
-            if not place_replica(d.bundles, d.strategy, pools):
-                return d, i
-    return None
 
 
 def _short(d: Demand, nodes: list[Node], attr: str) -> list[str]:

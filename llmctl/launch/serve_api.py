@@ -33,7 +33,8 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)
 
 from llmctl.errors import ClusterUnreachable, DeployFailed, LlmctlError, RequestTimeout
-from llmctl.validate.builders import app_llm_configs
+from llmctl.builders import app_llm_configs
+from llmctl.secrets import literal_secret
 
 APPS_PATH = "/api/serve/applications/"
 TERMINAL_OK = "RUNNING"
@@ -324,9 +325,6 @@ def summarize(status: dict, dashboard_url: str) -> list[AppSummary]:
     return apps
 
 
-_SECRET_KEY = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|ACCESS_?KEY", re.I)
-
-
 def secret_values(status: dict) -> list[str]:
     """Values of secret-looking runtime_env env_vars in the deployed configs.
 
@@ -338,7 +336,7 @@ def secret_values(status: dict) -> list[str]:
     def take(runtime_env) -> None:
         env = (runtime_env or {}).get("env_vars") if isinstance(runtime_env, dict) else None
         for k, v in (env or {}).items():
-            if isinstance(v, str) and len(v) >= 8 and _SECRET_KEY.search(str(k)) and not v.startswith("${"):
+            if isinstance(v, str) and len(v) >= 8 and literal_secret(k, v):
                 found.append(v)
 
     for app in (status.get("applications") or {}).values():

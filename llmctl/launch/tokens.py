@@ -124,7 +124,7 @@ def write(pid: int, fd: Optional[int], value: str) -> bool:
 def token_entries(config: dict) -> Iterator[tuple[str, dict, str, Optional[str]]]:
     """``(where, env_vars, key, value)`` for every HF token entry of every
     runtime_env in a prepared serve config (the apps' and their LLMConfigs')."""
-    from llmctl.validate.builders import runtime_envs
+    from llmctl.builders import runtime_envs
 
     for where, renv in runtime_envs(config):
         env_vars = renv.get("env_vars") if isinstance(renv, dict) else None

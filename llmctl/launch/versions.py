@@ -75,7 +75,7 @@ def parse(logs: str) -> dict[str, Any]:
 
 
 def _runtime_env_caveat(config: Optional[dict]) -> Optional[str]:
-    from llmctl.validate.builders import app_llm_configs
+    from llmctl.builders import app_llm_configs
 
     named: list[str] = []
     for app in (config or {}).get("applications") or []:

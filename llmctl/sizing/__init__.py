@@ -18,8 +18,7 @@ Modules: :mod:`.formats` (bytes per dtype / quantization), :mod:`.params`
 (parameter counts, weight bytes, TP rules), :mod:`.kv` (KV bytes and
 capacity), :mod:`.profile` (activation, non-torch, CUDA graphs),
 :mod:`.versions` (which vLLM is modelled and what changes with its version:
-defaults, switches), :mod:`.devices` (GPU traits: interconnect, compute
-capability), :mod:`.plan` (one replica's plan and verdict), :mod:`.advice` (the
+defaults, switches), :mod:`.replica` (one replica's plan and verdict), :mod:`.advice` (the
 one TP / max_model_len rule every caller uses).  Every constant carries its
 source next to it; docs/sizing.md has the method, the published vLLM figures
 it is checked against and where it is weakest.
@@ -76,7 +75,7 @@ from llmctl.sizing.params import (  # noqa: F401
     valid_tp_sizes,
     weight_bytes,
 )
-from llmctl.sizing.plan import (  # noqa: F401
+from llmctl.sizing.replica import (  # noqa: F401
     APPROXIMATE_MARGIN,
     ESTIMATE_MARGIN,
     MARGINS,
@@ -85,7 +84,7 @@ from llmctl.sizing.plan import (  # noqa: F401
     estimate_margin,
     plan,
 )
-from llmctl.sizing.devices import GPUTraits, gpu_traits  # noqa: F401
+from llmctl.hardware import GPUType as GPUTraits, find_device as gpu_traits  # noqa: F401  (the GPU table is llmctl.hardware)
 from llmctl.sizing.profile import (  # noqa: F401
     Overheads,
     activation_bytes,

@@ -29,10 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from llmctl.catalog import ModelArch
+from llmctl.arch import ModelArch
 from llmctl.hardware import CPU_DEFAULT_MAX_MODEL_LEN, GPUType
 from llmctl.placement import MAX_WORKERS, workers_problem
-from llmctl.sizing.plan import Plan, plan
+from llmctl.sizing.replica import Plan, plan
 from llmctl.sizing.params import tp_problem as model_tp_problem
 from llmctl.sizing.params import valid_tp_sizes as model_tp_sizes
 
@@ -44,9 +44,11 @@ LEN_ALIGN = 1024
 MIN_CHOSEN_CONTEXT = 2048
 
 
-def tp_problem_on_node(arch: Optional[ModelArch], gpu: GPUType, tp: int, pp: int = 1) -> Optional[str]:
+def tp_problem_on_node(arch: Optional[ModelArch], gpu: GPUType, tp: int, pp: int = 1,
+                       expert_parallel: bool = False) -> Optional[str]:
     """Why a TP (× PP) size cannot work for this model on one node of this GPU
-    type, or None: the node's GPU count, then vLLM's model rules."""
+    type, or None: the node's GPU count, then vLLM's model rules (routed
+    experts are not split with ``expert_parallel``)."""
     if tp < 1 or pp < 1:
         return "tensor- and pipeline-parallel sizes must be at least 1"
     too_many = workers_problem(tp, pp)
@@ -58,9 +60,13 @@ def tp_problem_on_node(arch: Optional[ModelArch], gpu: GPUType, tp: int, pp: int
         return f"TP {tp} x PP {pp} = {tp * pp} workers, but {where}"
     if arch is None:
         return None
-    problem = model_tp_problem(arch, tp)
+    problem = model_tp_problem(arch, tp, expert_parallel)
     if problem:
-        return f"{problem} (valid: {', '.join(map(str, tp_sizes_on_node(arch, gpu, pp))) or 'none'})"
+        valid = ", ".join(map(str, tp_sizes_on_node(arch, gpu, pp, expert_parallel))) or "none"
+        hint = ""
+        if not expert_parallel and arch.moe is not None and model_tp_problem(arch, tp, True) is None:
+            hint = "; with enable_expert_parallel the experts are not split"
+        return f"{problem} (valid: {valid}{hint})"
     if arch.num_hidden_layers < pp:
         return f"PP {pp} exceeds the model's {arch.num_hidden_layers} layers"
     return None
@@ -90,12 +96,15 @@ def plan_for_gpu(
     enforce_eager: bool = False,
     enable_expert_parallel: bool = False,
     vllm_version: Optional[str] = None,
+    **engine: Any,
 ) -> Optional[Plan]:
-    """:func:`~llmctl.sizing.plan.plan` for a GPU type, or None when there is
+    """:func:`~llmctl.sizing.replica.plan` for a GPU type, or None when there is
     nothing to size: no architecture (weights in a bucket) or a CPU-only
     deployment. ``vllm_version`` defaults to the vLLM the installed Ray pins,
-    ``gpu_memory_utilization`` to that vLLM's default. Bad values raise
-    :class:`~llmctl.sizing.formats.SizingError`."""
+    ``gpu_memory_utilization`` to that vLLM's default; ``engine``: the other
+    engine settings :func:`~llmctl.sizing.replica.plan` takes (quantization,
+    enable_prefix_caching, language_model_only, num_speculative_tokens). Bad
+    values raise :class:`~llmctl.sizing.formats.SizingError`."""
     if arch is None or gpu.is_cpu:
         return None
     return plan(
@@ -103,7 +112,7 @@ def plan_for_gpu(
         gpu_memory_utilization=gpu_memory_utilization or None,
         dtype=dtype, kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager,
-        enable_expert_parallel=enable_expert_parallel, vllm_version=vllm_version, gpu_name=gpu.name,
+        enable_expert_parallel=enable_expert_parallel, vllm_version=vllm_version, gpu_name=gpu.name, **engine,
     )
 
 
@@ -245,32 +254,37 @@ def _tp_reason(tp: int, p: Plan, gpu: GPUType) -> str:
 
 def sizing_options(engine_kwargs: dict[str, Any]) -> dict[str, Any]:
     """What the memory arithmetic needs from a model's vLLM engine arguments:
-    weight format (``quantization`` beats ``dtype``), KV-cache dtype,
-    max_num_seqs, max_num_batched_tokens, gpu_memory_utilization,
-    enforce_eager, enable_expert_parallel. gen-config and validate size a
-    config through this one mapping."""
+    dtype, quantization (a checkpoint's own, or online fp8 / experts_int8),
+    KV-cache dtype, max_num_seqs, max_num_batched_tokens,
+    gpu_memory_utilization, enforce_eager, enable_expert_parallel,
+    enable_prefix_caching, language_model_only (or every modality limited to
+    0), and MTP speculative decoding's num_speculative_tokens. gen-config,
+    plan and validate size a config through this one mapping."""
     from llmctl.sizing.formats import DTYPE_CHOICES, KV_CACHE_DTYPE_CHOICES
 
     out: dict[str, Any] = {}
-    quant = str(engine_kwargs.get("quantization") or "").lower()
     dtype = str(engine_kwargs.get("dtype") or "auto").lower()
-    if quant in DTYPE_CHOICES:
-        out["dtype"] = quant
-    elif quant in ("awq_marlin", "gptq_marlin", "compressed-tensors"):
-        out["dtype"] = "int4" if quant != "compressed-tensors" else "auto"
-    else:
-        out["dtype"] = dtype if dtype in DTYPE_CHOICES else "auto"
+    out["dtype"] = dtype if dtype in DTYPE_CHOICES else "auto"
+    quant = engine_kwargs.get("quantization")
+    if isinstance(quant, str) and quant.strip():
+        out["quantization"] = quant.strip().lower()
     kv = str(engine_kwargs.get("kv_cache_dtype") or "auto").lower()
     out["kv_cache_dtype"] = kv if kv in KV_CACHE_DTYPE_CHOICES else ("fp8" if "fp8" in kv else "auto")
-    seqs = engine_kwargs.get("max_num_seqs")
-    if isinstance(seqs, int) and not isinstance(seqs, bool) and seqs > 0:
-        out["max_num_seqs"] = seqs
-    mnbt = engine_kwargs.get("max_num_batched_tokens")
-    if isinstance(mnbt, int) and not isinstance(mnbt, bool) and mnbt > 0:
-        out["max_num_batched_tokens"] = mnbt
-    for flag in ("enforce_eager", "enable_expert_parallel"):
+    for key in ("max_num_seqs", "max_num_batched_tokens"):
+        v = engine_kwargs.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            out[key] = v
+    for flag in ("enforce_eager", "enable_expert_parallel", "language_model_only"):
         if engine_kwargs.get(flag) is True:
             out[flag] = True
+    if isinstance(engine_kwargs.get("enable_prefix_caching"), bool):
+        out["enable_prefix_caching"] = engine_kwargs["enable_prefix_caching"]
+    limits = engine_kwargs.get("limit_mm_per_prompt")
+    if isinstance(limits, dict) and limits and all(v == 0 for v in limits.values()):
+        out["language_model_only"] = True
+    spec = engine_kwargs.get("speculative_config")
+    if isinstance(spec, dict) and "mtp" in str(spec.get("method") or "") and isinstance(spec.get("num_speculative_tokens"), int):
+        out["num_speculative_tokens"] = spec["num_speculative_tokens"]
     gmu = engine_kwargs.get("gpu_memory_utilization")
     if isinstance(gmu, (int, float)) and not isinstance(gmu, bool) and 0 < gmu <= 1:
         out["gpu_memory_utilization"] = gmu

@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from llmctl.sizing.plan import Plan
+from llmctl.sizing.replica import Plan
 from llmctl.sizing.profile import default_max_num_seqs
 
 # A chat turn of ~1.5k prompt + ~0.5k output tokens.

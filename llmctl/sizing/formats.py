@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from llmctl.catalog import ModelArch
+from llmctl.arch import ModelArch
 from llmctl.errors import SizingError, UsageError  # noqa: F401  (SizingError: re-exported)
 
 GIB = 1024**3
@@ -30,23 +30,6 @@ MXFP4_BYTES = 4.25 / 8
 # mxfp4_round_up_hidden_size_and_intermediate_size): gpt-oss 2880 -> 3072.
 MXFP4_HIDDEN_ALIGN = 256
 MXFP4_INTER_ALIGN = 128
-
-# quant_method values of quantization_config -> scheme
-_QUANT_SCHEMES = {
-    "fp8": "fp8",
-    "fbgemm_fp8": "fp8",
-    "modelopt": "fp8",
-    "ptpc_fp8": "fp8",
-    "awq": "int4",
-    "awq_marlin": "int4",
-    "gptq": "int4",
-    "gptq_marlin": "int4",
-    "bitsandbytes": "int4",
-    "mxfp4": "mxfp4",
-    "int8": "int8",
-    "w8a8": "int8",
-    "experts_int8": "int8",
-}
 
 # --dtype values -> (bytes of unquantized tensors, quantization scheme or None
 # meaning "whatever the checkpoint says")
@@ -90,12 +73,17 @@ KV_CACHE_DTYPE_CHOICES = tuple(_KV_DTYPES)
 
 @dataclass(frozen=True)
 class WeightFormat:
-    """How the weights are stored on the GPU."""
+    """How the weights are stored on the GPU: bytes per parameter by kind of
+    tensor (:func:`_scheme_bytes`)."""
 
     dtype_bytes: float  # unquantized tensors (embeddings, norms, ...)
-    scheme: Optional[str]  # None (unquantized), fp8, int8, int4, mxfp4
+    scheme: Optional[str]  # None (unquantized), fp8, int8, int4, nvfp4, mxfp4
     approximate: bool = False
     note: str = ""
+    linear_bytes: Optional[float] = None  # dense / shared-expert / linear-attention projections
+    attention_bytes: Optional[float] = None  # attention projections
+    expert_bytes: Optional[float] = None  # routed experts
+    lm_head_bytes: Optional[float] = None
 
     @property
     def label(self) -> str:
@@ -104,43 +92,63 @@ class WeightFormat:
         return self.scheme
 
 
-def weight_format(arch: ModelArch, dtype: str = "auto") -> WeightFormat:
-    """Resolve --dtype (and the checkpoint's quantization_config) to a WeightFormat."""
+_LEGACY_BYTES = {"fp8": FP8_BYTES, "int8": INT8_BYTES, "int4": INT4_BYTES, "mxfp4": MXFP4_BYTES, "nvfp4": 0.5 + 1 / 16}
+# Online quantization vLLM applies to an unquantized checkpoint (--quantization):
+# fp8 per tensor on every linear and expert (online/fp8.py); int8 routed experts only (experts_int8.py).
+_ONLINE = {"fp8": ("fp8", False), "ptpc_fp8": ("fp8", False), "fbgemm_fp8": ("fp8", False), "experts_int8": ("int8", True)}
+
+
+def weight_format(arch: ModelArch, dtype: str = "auto", quantization: Optional[str] = None) -> WeightFormat:
+    """Resolve --dtype, the engine's ``quantization`` and the checkpoint's
+    quantization_config to a WeightFormat."""
+    from llmctl.quant import NOT_IN_029, Quant, quant_from_config
+
     key = (dtype or "auto").strip().lower()
     if key not in _DTYPES:
         raise SizingError("dtype", f"unknown dtype '{dtype}'; choose one of: {', '.join(DTYPE_CHOICES)}")
-    unq, scheme = _DTYPES[key]
+    unq, forced = _DTYPES[key]
     if unq is None:
         # vLLM's dtype "auto": the config's torch_dtype, with float32 checkpoints
         # served in 16-bit (ModelConfig._get_and_verify_dtype).
         unq = 2
-    approximate, note = False, ""
-    if scheme is None and arch.quantization:
-        qm = arch.quantization.lower()
-        scheme = _QUANT_SCHEMES.get(qm)
-        if scheme is None:
-            scheme, approximate = "int8", True
-            note = (
-                f"weight size of quant_method '{arch.quantization}' is not known; assumed 1 byte per weight "
-                "(pass the exact size from model.safetensors.index.json for a better figure)"
-            )
-    return WeightFormat(dtype_bytes=unq, scheme=scheme, approximate=approximate, note=note)
+    q: Optional[Quant] = None
+    note = ""
+    qm = (quantization or "").strip().lower() or None
+    if forced is not None:  # --dtype fp8 / int4 / awq …: the scheme llmctl has always sized them with
+        linear = expert = _LEGACY_BYTES[forced]
+        return WeightFormat(unq, forced, linear_bytes=linear, attention_bytes=linear, expert_bytes=expert)
+    if arch.quantization:
+        q = arch.quant_info
+    elif qm in _ONLINE:
+        scheme, experts_only = _ONLINE[qm]
+        q = Quant(method=qm, scheme=scheme, experts_only=experts_only)
+    elif qm in NOT_IN_029:
+        q = quant_from_config({"quant_method": qm})
+    elif qm:
+        note = f"quantization '{qm}' needs a checkpoint quantized that way; this one is not: vLLM refuses to load it"
+        return WeightFormat(unq, None, approximate=True, note=note)
+    if q is None:
+        return WeightFormat(unq, None)
+    b = q.bytes_per_weight()
+    linear = unq if q.experts_only else b
+    return WeightFormat(
+        dtype_bytes=unq, scheme=q.scheme, approximate=bool(q.approximate), note=q.approximate or "",
+        linear_bytes=linear, attention_bytes=linear if q.attention else unq, expert_bytes=b,
+        lm_head_bytes=b if q.lm_head else unq,
+    )
 
 
 def _scheme_bytes(fmt: WeightFormat, kind: str) -> float:
     """Bytes per parameter of one kind of tensor under a weight format.
 
-    kinds: "linear" (attention / dense-MLP / shared-expert projections),
-    "expert" (routed experts), "plain" (embeddings, lm_head, norms, router).
-    """
+    kinds: "linear" (dense-MLP / shared-expert / linear-attention
+    projections), "attention", "expert" (routed experts), "lm_head", "plain"
+    (embeddings, norms, routers, vision towers)."""
     if fmt.scheme is None or kind == "plain":
         return fmt.dtype_bytes
-    if fmt.scheme == "mxfp4":
-        # gpt-oss: only the MoE experts are MXFP4; attention, router,
-        # embeddings and lm_head stay bf16 (quantization_config
-        # modules_to_not_convert).
-        return MXFP4_BYTES if kind == "expert" else fmt.dtype_bytes
-    return {"fp8": FP8_BYTES, "int8": INT8_BYTES, "int4": INT4_BYTES}[fmt.scheme]
+    value = {"linear": fmt.linear_bytes, "attention": fmt.attention_bytes, "expert": fmt.expert_bytes,
+             "lm_head": fmt.lm_head_bytes}.get(kind)
+    return fmt.dtype_bytes if value is None else value
 
 
 def kv_dtype_bytes(arch: ModelArch, kv_cache_dtype: str = "auto", dtype: str = "auto") -> int:

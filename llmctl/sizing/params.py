@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from llmctl.catalog import ModelArch
+from llmctl.arch import ModelArch
 from llmctl.sizing.formats import (
-    _QUANT_SCHEMES,
     MXFP4_HIDDEN_ALIGN,
     MXFP4_INTER_ALIGN,
     SizingError,
@@ -48,6 +47,9 @@ class ParamCount:
     norms: int
     mtp: int = 0
     excluded: tuple[str, ...] = ()
+    linear_attention: int = 0  # Gated DeltaNet / Mamba2 layers' projections and state parameters
+    extras: int = 0  # per-layer embeddings and their projections, AltUp / LAuReL, the V3.2 indexer
+    vision: int = 0  # the vision tower (and projector) when its formula is known
 
     @property
     def total_with_mtp(self) -> int:
@@ -66,12 +68,17 @@ class _Layer:
     shared: int  # shared experts (split over TP)
     router: int  # replicated
     norms: int  # replicated
+    linear_split: int = 0  # linear-attention (Gated DeltaNet / Mamba2) projections and conv: split over TP
+    extra_replicated: int = 0  # per-layer extras every rank holds (PLE gates, the V3.2 indexer, AltUp coefficients)
+    extra_split: int = 0  # per-layer extras split over TP (Gemma 3n LAuReL)
+    kind: str = "full"  # full | sliding | chunked | linear
 
     @property
     def total(self) -> int:
         return (
             self.attn_split + self.attn_kv + self.attn_replicated + self.mlp_split
             + self.experts + self.shared + self.router + self.norms
+            + self.linear_split + self.extra_replicated + self.extra_split
         )
 
 
@@ -86,8 +93,10 @@ def _is_gpt_oss(arch: ModelArch) -> bool:
     return arch.model_type == "gpt_oss"
 
 
-def _attention(arch: ModelArch) -> tuple[int, int, int]:
-    """(split, kv, replicated) attention parameters of one layer."""
+def _attention(arch: ModelArch, kind: str = "full") -> tuple[int, int, int]:
+    """(split, kv, replicated) attention parameters of one layer (full layers
+    of Gemma 4 have their own KV heads and head_dim; Qwen3-Next / Qwen3.5's
+    gated attention doubles q_proj)."""
     h = arch.hidden_size
     heads = arch.num_attention_heads
     if arch.mla is not None:
@@ -104,7 +113,10 @@ def _attention(arch: ModelArch) -> tuple[int, int, int]:
         return split, 0, replicated
     hd = arch.head_dim_effective
     kvh = arch.num_key_value_heads
-    split = 2 * h * heads * hd  # q_proj + o_proj
+    if kind == "full":
+        hd = arch.full_head_dim or hd
+        kvh = arch.full_kv_heads or kvh
+    split = (3 if arch.attn_output_gate else 2) * h * heads * hd  # q_proj (+ gate) + o_proj
     kv = 2 * h * kvh * hd  # k_proj + v_proj
     replicated = 0
     if arch.attention_bias:
@@ -117,23 +129,90 @@ def _attention(arch: ModelArch) -> tuple[int, int, int]:
     return split, kv, replicated
 
 
+def _linear_attention(arch: ModelArch) -> tuple[int, int]:
+    """(split, replicated) parameters of one linear-attention layer.
+    Gated DeltaNet (transformers Qwen3NextGatedDeltaNet): in_proj_qkvz
+    h × (2·key_dim + 2·value_dim), in_proj_ba h × 2·v_heads, conv1d
+    (2·key_dim + value_dim) × kernel, out_proj value_dim × h; dt_bias, A_log
+    and the gated norm are small. Mamba2 (MambaMixer2): in_proj h × (2·I +
+    2·groups·state + heads), conv1d (I + 2·groups·state) × kernel (+ bias),
+    out_proj I × h; dt_bias, A_log, D and the norm."""
+    la = arch.linear_attention
+    h = arch.hidden_size
+    if la is None:  # state size unknown: sized as an attention layer (the plan says approximate)
+        split, kv, rep = _attention(arch, "linear")
+        return split + kv, rep
+    if la.kind == "gdn":
+        key_dim, value_dim = la.num_key_heads * la.key_head_dim, la.num_value_heads * la.value_head_dim
+        split = h * (2 * key_dim + 2 * value_dim) + h * 2 * la.num_value_heads
+        split += (2 * key_dim + value_dim) * la.conv_kernel + value_dim * h
+        return split, 2 * la.num_value_heads + la.value_head_dim
+    inter = la.intermediate_size or 2 * h
+    conv_dim = inter + 2 * la.num_key_heads * la.key_head_dim
+    split = h * (inter + conv_dim + la.num_value_heads) + conv_dim * (la.conv_kernel + 1) + inter * h + inter
+    return split, 3 * la.num_value_heads
+
+
+def _kinds(arch: ModelArch) -> list[str]:
+    """The kind of every layer, kinds spread evenly over the layers (the
+    interleaved patterns of every hybrid model llmctl knows)."""
+    n = arch.num_hidden_layers
+    kinds = ["full"] * n
+    placed = 0
+    for kind, count in (("linear", arch.linear_attention_layers), ("sliding", arch.sliding_window_layers),
+                        ("chunked", arch.chunked_attention_layers)):
+        free = [i for i, k in enumerate(kinds) if k == "full"]
+        for j in range(count):
+            kinds[free[(j * len(free)) // count]] = kind
+        placed += count
+    return kinds
+
+
+def _per_layer_extras(arch: ModelArch) -> tuple[int, int]:
+    """(replicated, split) per-layer parameters beyond attention and MLP."""
+    h = arch.hidden_size
+    rep, split = 0, 0
+    ple = arch.per_layer_embeddings
+    if ple is not None:
+        rep += 2 * h * ple.hidden_size + h  # per_layer_input_gate + per_layer_projection (ReplicatedLinear) + norm
+        if ple.altup_inputs:
+            n = ple.altup_inputs
+            rep += n * n + n * n * n + h * n + 2 * h  # AltUp correction / prediction coefs, router + its norm, scale
+        if ple.laurel_rank:
+            split += 2 * h * ple.laurel_rank + h  # LAuReL linear_left / linear_right + norm
+    if arch.indexer is not None and arch.mla is not None:
+        ix, m = arch.indexer, arch.mla
+        per = (m.q_lora_rank or h) * ix.n_heads * ix.head_dim + h * ix.head_dim + 2 * ix.head_dim + h * ix.n_heads
+        rep += per * ix.layers // arch.num_hidden_layers  # wq_b, wk, k_norm, weights_proj (ReplicatedLinear)
+    return rep, split
+
+
 def _layers(arch: ModelArch) -> list[_Layer]:
     h = arch.hidden_size
-    attn_split, attn_kv, attn_rep = _attention(arch)
     norms = 2 * h
-    if arch.model_type.startswith("gemma2") or arch.model_type.startswith("gemma3"):
+    if arch.model_type.startswith(("gemma2", "gemma3", "gemma4")):
         norms = 4 * h  # pre/post attention and pre/post feed-forward norms
-    if arch.model_type.startswith(("qwen3", "gemma3")):
+    if arch.model_type.startswith(("qwen3", "gemma3", "gemma4")):
         norms += 2 * arch.head_dim_effective  # q_norm / k_norm
-    if arch.mla is not None:
-        pass  # MLA layernorms are counted in attn_rep
-    dense = 3 * h * ((arch.moe.dense_intermediate_size if arch.moe else None) or arch.intermediate_size)  # gate, up, down
+    extra_rep, extra_split = _per_layer_extras(arch)
+    moe = arch.moe
+    dense_width = (moe.dense_intermediate_size if moe else None) or arch.intermediate_size
+    dense = 3 * h * dense_width  # gate, up, down
+    dense_upto = (moe.first_k_dense_replace + moe.dense_layers) if moe else 0
     out: list[_Layer] = []
-    for i in range(arch.num_hidden_layers):
-        moe = arch.moe
+    for i, kind in enumerate(_kinds(arch)):
+        if kind == "linear":
+            a_split, a_rep = _linear_attention(arch)
+            attn = (0, 0, a_rep)
+            lin = a_split
+        else:
+            attn = _attention(arch, kind)
+            lin = 0
+        common = dict(attn_split=attn[0], attn_kv=attn[1], attn_replicated=attn[2], norms=norms, linear_split=lin,
+                      extra_replicated=extra_rep, extra_split=extra_split, kind=kind)
         # Llama 4: layer i is MoE when (i + 1) % interleave_moe_layer_step == 0 (transformers Llama4TextDecoderLayer)
-        if moe is None or i < moe.first_k_dense_replace or (i + 1) % moe.layer_step:
-            out.append(_Layer(attn_split, attn_kv, attn_rep, dense, 0, 0, 0, norms))
+        if moe is None or i < dense_upto or (i + 1) % moe.layer_step:
+            out.append(_Layer(mlp_split=dense, experts=0, shared=0, router=0, **common))
             continue
         inter = moe.moe_intermediate_size or arch.intermediate_size
         experts = moe.num_experts * 3 * h * inter
@@ -146,8 +225,29 @@ def _layers(arch: ModelArch) -> list[_Layer]:
             shared = 3 * h * moe.shared_expert_intermediate_size + h
         elif moe.num_shared_experts:  # DeepSeek style: n shared experts of moe_intermediate_size
             shared = moe.num_shared_experts * 3 * h * inter
-        out.append(_Layer(attn_split, attn_kv, attn_rep, 0, experts, shared, router, norms))
+        beside = 3 * h * arch.intermediate_size if moe.dense_beside else 0  # Gemma 4: a dense MLP next to the experts
+        out.append(_Layer(mlp_split=beside, experts=experts, shared=shared, router=router, **common))
     return out
+
+
+def _globals(arch: ModelArch) -> tuple[int, int, int]:
+    """(vocab-parallel, split, replicated) parameters outside the decoder
+    layers besides embeddings / lm_head: Gemma's per-layer embedding table
+    and its projection, Gemma 3n's AltUp projections, a vision tower."""
+    h, n = arch.hidden_size, arch.num_hidden_layers
+    vocab, split, rep = 0, 0, 0
+    ple = arch.per_layer_embeddings
+    if ple is not None:
+        vocab += ple.vocab_size * n * ple.hidden_size  # embed_tokens_per_layer (VocabParallelEmbedding)
+        split += h * n * ple.hidden_size  # per_layer_model_projection (ColumnParallel)
+        rep += ple.hidden_size  # its norm
+        if ple.altup_inputs:
+            split += 2 * (ple.altup_inputs - 1) * h * h  # altup_projections + altup_unembed_projections
+    tower = arch.vision_tower
+    if tower is not None and tower.parameters:
+        split += tower.parameters - tower.replicated
+        rep += tower.replicated
+    return vocab, split, rep
 
 
 def count_parameters(arch: ModelArch) -> ParamCount:
@@ -164,7 +264,12 @@ def count_parameters(arch: ModelArch) -> ParamCount:
     shared = sum(l.shared for l in layers)
     router = sum(l.router for l in layers)
     norms = sum(l.norms for l in layers) + h  # + final norm
-    total = embedding + lm_head + attention + dense + experts + shared + router + norms
+    linear = sum(l.linear_split for l in layers)
+    g_vocab, g_split, g_rep = _globals(arch)
+    tower = arch.vision_tower
+    vision = tower.parameters if tower is not None and tower.parameters else 0
+    extras = sum(l.extra_replicated + l.extra_split for l in layers) + g_vocab + g_split + g_rep - vision
+    total = embedding + lm_head + attention + dense + experts + shared + router + norms + linear + extras + vision
     active = total
     if arch.moe is not None and arch.moe.num_experts:
         active = total - experts + experts * arch.moe.num_experts_per_tok // arch.moe.num_experts
@@ -176,11 +281,11 @@ def count_parameters(arch: ModelArch) -> ParamCount:
         last = layers[-1]
         per = last.total + 2 * h + 2 * h * h + h + embedding + arch.vocab_size * h
         mtp = arch.num_nextn_predict_layers * per
-    excluded = ("vision tower (not derivable from the text config)",) if arch.vision else ()
+    excluded = ("vision tower (no formula for this tower in llmctl.vision)",) if arch.vision and not vision else ()
     return ParamCount(
         total=total, active=active, embedding=embedding, lm_head=lm_head, attention=attention,
         dense_mlp=dense, experts=experts, shared_experts=shared, router=router, norms=norms,
-        mtp=mtp, excluded=excluded,
+        mtp=mtp, excluded=excluded, linear_attention=linear, extras=extras, vision=vision,
     )
 
 
@@ -234,13 +339,16 @@ def _layer_bytes(layer: _Layer, arch: ModelArch, fmt: WeightFormat, tp: int,
     parallelism the routed experts are dealt out whole over the TP ranks
     (fused_moe/layer.py determine_expert_map: E // ep each, the first E % ep
     ranks one more — the most loaded rank is counted)."""
+    attn = _scheme_bytes(fmt, "attention")
     lin = _scheme_bytes(fmt, "linear")
     exp = _scheme_bytes(fmt, "expert")
     plain = _scheme_bytes(fmt, "plain")
     kvh = arch.num_key_value_heads
+    if layer.kind == "full" and arch.full_kv_heads:
+        kvh = arch.full_kv_heads
     # k/v: each rank holds max(1, kv_heads / tp) heads (replicated when tp > kv heads)
     kv_frac = max(1, kvh // tp) / kvh if arch.mla is None else 0
-    replicated = layer.attn_replicated * lin + layer.router * plain + layer.norms * plain
+    replicated = layer.attn_replicated * attn + layer.router * plain + layer.norms * plain + layer.extra_replicated * lin
     ep = expert_parallel and tp > 1 and arch.moe is not None
     if ep:
         share = -(-arch.moe.num_experts // tp) / arch.moe.num_experts
@@ -253,9 +361,9 @@ def _layer_bytes(layer: _Layer, arch: ModelArch, fmt: WeightFormat, tp: int,
         hp = _round_up(h, MXFP4_HIDDEN_ALIGN)
         ip = _round_up(i_rank, MXFP4_INTER_ALIGN)
         experts = experts * (hp * ip) / (h * i_rank)
-    split = (layer.attn_split + layer.mlp_split + layer.shared) * lin / tp + experts
-    kv = layer.attn_kv * lin * kv_frac
-    return split + kv + replicated, replicated
+    split = layer.attn_split * attn / tp + (layer.mlp_split + layer.shared + layer.linear_split + layer.extra_split) * lin / tp
+    kv = layer.attn_kv * attn * kv_frac
+    return split + experts + kv + replicated, replicated
 
 
 def weight_bytes(
@@ -266,6 +374,9 @@ def weight_bytes(
     dtype: str = "auto",
     weights_total_bytes: Optional[int] = None,
     expert_parallel: bool = False,
+    quantization: Optional[str] = None,
+    max_num_batched_tokens: Optional[int] = None,
+    mtp: bool = False,
 ) -> WeightBytes:
     """Weight bytes of the model and per GPU at TP × PP.
 
@@ -279,15 +390,29 @@ def weight_bytes(
     is scaled to the exact total (MTP layers included, since checkpoints carry
     them).  ``expert_parallel`` (vLLM's enable_expert_parallel) deals whole
     experts out over the TP ranks instead of splitting each one.
+    ``quantization``: the engine's (online fp8, experts_int8; a checkpoint's
+    own quantization_config wins).  ``max_num_batched_tokens``: buffers vLLM
+    allocates with the model and measures as weights (Gemma 3n/4 per-layer
+    inputs, Qwen3-VL deepstack: T × width × 2 B on the first stage).
+    ``mtp``: MTP speculative decoding loads the model's next-token layers
+    (one decoder layer each, plus its input projection and norms) on the
+    last stage.
     """
     _check_positive("tp", tp)
     _check_positive("pp", pp)
-    fmt = weight_format(arch, dtype)
+    fmt = weight_format(arch, dtype, quantization)
     pc = count_parameters(arch)
     layers = _layers(arch)
     plain = _scheme_bytes(fmt, "plain")
+    head = _scheme_bytes(fmt, "lm_head")
     vocab_rows = _padded_vocab(arch.vocab_size or 0)
     emb_gpu = vocab_rows / tp * arch.hidden_size * plain
+    head_gpu = vocab_rows / tp * arch.hidden_size * head
+    g_vocab, g_split, g_rep = _globals(arch)
+    first_extra = g_vocab / tp * plain + g_split / tp * plain + g_rep * plain  # PLE table / projections, vision tower
+    first_rep = g_rep * plain
+    if max_num_batched_tokens:
+        first_extra += _buffers(arch, max_num_batched_tokens)
     parts = pp_partition(arch.num_hidden_layers, pp)
     per_stage: list[float] = []
     rep_stage: list[float] = []
@@ -301,19 +426,25 @@ def weight_bytes(
             rep += lr
         start += n
         if s == 0:
-            b += emb_gpu
+            b += emb_gpu + first_extra
+            rep += first_rep
         if s == pp - 1:
             if not _tied(arch) or pp > 1:
-                b += emb_gpu  # lm_head (a tied head on a later stage is a separate copy)
+                b += head_gpu  # lm_head (a tied head on a later stage is a separate copy)
             b += arch.hidden_size * plain  # final norm
             rep += arch.hidden_size * plain
+            if mtp and arch.num_nextn_predict_layers:
+                h = arch.hidden_size
+                last, last_rep = _layer_bytes(layers[-1], arch, fmt, tp, expert_parallel)
+                b += arch.num_nextn_predict_layers * (last + 2 * h * h / tp * _scheme_bytes(fmt, "linear") + 3 * h * plain)
+                rep += arch.num_nextn_predict_layers * last_rep
         per_stage.append(b)
         rep_stage.append(rep)
     total_model = 0.0
     for layer in layers:
         lb, _ = _layer_bytes(layer, arch, fmt, 1)
         total_model += lb
-    total_model += (pc.embedding + pc.lm_head + arch.hidden_size) * plain
+    total_model += (pc.embedding + arch.hidden_size) * plain + pc.lm_head * head + (g_vocab + g_split + g_rep) * plain
     from_index = weights_total_bytes is not None
     if from_index:
         if weights_total_bytes <= 0:
@@ -338,6 +469,19 @@ def weight_bytes(
 
 
 
+def _buffers(arch: ModelArch, tokens: int) -> int:
+    """Persistent buffers sized by max_num_batched_tokens that vLLM allocates
+    while building the model, so its weights figure includes them
+    (docs/vllm-memory-2026.md F6): Gemma 3n/4 per-layer inputs
+    [T, layers, per-layer width] and Qwen3-VL's deepstack buffers."""
+    out = 0
+    if arch.per_layer_embeddings is not None:
+        out += tokens * arch.num_hidden_layers * arch.per_layer_embeddings.hidden_size * 2
+    if arch.vision_tower is not None:
+        out += tokens * arch.vision_tower.buffer_per_token
+    return out
+
+
 def tp_problem(arch: ModelArch, tp: int, expert_parallel: bool = False) -> Optional[str]:
     """Why vLLM would refuse this TP size for the model (None when it accepts it).
 
@@ -358,16 +502,30 @@ def tp_problem(arch: ModelArch, tp: int, expert_parallel: bool = False) -> Optio
         return f"TP {tp} and the {kvh} KV heads do not divide one another"
     if arch.vocab_size and _padded_vocab(arch.vocab_size) % tp:
         return f"TP {tp} does not divide the padded vocabulary ({_padded_vocab(arch.vocab_size)})"
-    fmt_scheme = _QUANT_SCHEMES.get((arch.quantization or "").lower())
-    if fmt_scheme in ("fp8", "int4") and arch.quantization not in ("fbgemm_fp8", "modelopt", "ptpc_fp8"):
+    block = _quant_block(arch)
+    if block:
         widths = []
         if arch.moe is None or arch.moe.first_k_dense_replace:
             widths.append(arch.intermediate_size)
         if arch.moe is not None and not (expert_parallel and tp > 1):
             widths.append(arch.moe.moe_intermediate_size or arch.intermediate_size)
         for w in widths:
-            if (w // tp) % 128 or w % tp:
-                return f"TP {tp} splits the {w}-wide MLP into {w / tp:g}-wide shards, not a multiple of the 128 quantization block"
+            if (w // tp) % block or w % tp:
+                return f"TP {tp} splits the {w}-wide MLP into {w / tp:g}-wide shards, not a multiple of the {block} quantization block"
+    return None
+
+
+def _quant_block(arch: ModelArch) -> Optional[int]:
+    """The width a rank's MLP shard must be a multiple of: an fp8 checkpoint's
+    weight_block_size, a group-quantized checkpoint's group size (fp8.py /
+    the Marlin and Machete kernels' group constraint), else None."""
+    q = arch.quant_info
+    if q is None:
+        return None
+    if q.scheme == "fp8" and q.block:
+        return q.block[1]
+    if q.scheme == "int4" and not q.experts_only and q.group_size and q.group_size > 0:
+        return q.group_size
     return None
 
 

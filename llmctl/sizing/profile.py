@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from llmctl.catalog import ModelArch
-from llmctl.sizing.devices import GPUTraits, gpu_traits
+from llmctl.arch import ModelArch
+from llmctl.hardware import GPUType as GPUTraits, find_device as gpu_traits
 from llmctl.sizing.formats import GIB, WeightFormat
 from llmctl.sizing.params import _layers, expert_width_per_rank, pp_partition
 from llmctl.sizing.versions import (

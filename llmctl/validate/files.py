@@ -11,7 +11,7 @@ import yaml
 from llmctl.errors import ValidationFailed
 from llmctl.sources import looks_local_path, path_probe
 from llmctl.validate.documents import Diagnostic, _Doc, _read_doc, _Sink, errors_only
-from llmctl.validate import builders
+from llmctl import builders
 from llmctl.validate.llm_config import check_llm_config
 from llmctl.validate.secrets import check_secrets
 from llmctl.validate.serve_config import check_serve_config, config_file_path, ray_serve_schema
@@ -54,7 +54,7 @@ def check_embedded(doc: _Doc, results: list[Diagnostic], vllm: Optional[VllmVers
 def _as_manifest(path: Path, vllm: Optional[VllmVersion] = None) -> Optional[list[Diagnostic]]:
     """Diagnostics of a Kubernetes manifest file (RayService), or None when the
     file is not one (then the serve/model config checks read it)."""
-    from llmctl.kuberay.validate import manifest_nodes, validate_manifest
+    from llmctl.validate.rayservice import manifest_nodes, validate_manifest
 
     try:
         nodes = manifest_nodes(path.read_text(encoding="utf-8"))
@@ -63,6 +63,15 @@ def _as_manifest(path: Path, vllm: Optional[VllmVersion] = None) -> Optional[lis
     if nodes is None:
         return None
     return validate_manifest(str(path), nodes, check_doc=lambda doc, results: check_embedded(doc, results, vllm))
+
+
+def validate_text(path: str | Path, text: str) -> list[Diagnostic]:
+    """Diagnostics of RayService manifest text (gen-config checks a manifest
+    this way before writing it)."""
+    from llmctl.validate.rayservice import manifest_nodes, validate_manifest
+
+    nodes = manifest_nodes(text) or []
+    return validate_manifest(str(path), nodes, check_doc=check_embedded)
 
 
 def _validate_file(path: Path, results: list[Diagnostic], kind: Optional[str] = None, local_node: bool = True,
@@ -177,4 +186,4 @@ def _absolutize_source(cfg: dict, base_dir: Path) -> None:
         mlc["model_source"] = str((base_dir / src).resolve())
 
 
-__all__ = ["validate_paths", "validate_rendered", "load_deployable", "ray_serve_schema"]
+__all__ = ["validate_paths", "validate_rendered", "validate_text", "load_deployable", "ray_serve_schema"]

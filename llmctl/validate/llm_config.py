@@ -205,7 +205,7 @@ def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp
                 sink.warn(("engine_kwargs", "tensor_parallel_size"),
                           f"TP {tp} is more than one {gpu.name} node's {gpu.gpus_per_node} GPUs: tensor parallelism across nodes "
                           "is slow; prefer TP within a node and pipeline_parallel_size across nodes", code="multi-node")
-        problem = tp_problem(arch, tp, pp, node)
+        problem = tp_problem(arch, tp, pp, node, ek.get("enable_expert_parallel") is True)
         if problem:
             sink.add(("engine_kwargs", "tensor_parallel_size"), problem, code="tp")
     if mml is not None and not os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN"):
@@ -216,7 +216,7 @@ def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp
     if arch is None or gpu is None or not gpu.memory_gib or any(sink.has(("engine_kwargs", k)) for k in keys):
         return None
     try:
-        # the mapping gen-config sizes with: quantization beats dtype, fp8 KV cache, max_num_seqs
+        # the one mapping from engine settings to the sizing's inputs (gen-config and plan use it too)
         plan = sizing.plan_for_gpu(arch, gpu, tp=tp, pp=pp, max_model_len=mml, **sizing.sizing_options(ek))
     except sizing.SizingError as e:
         sink.warn(("engine_kwargs",), f"cannot size this model: {e.message}; the fit check was skipped", code="not-sized")
@@ -274,7 +274,7 @@ def _check_actor_resources(data: dict, gpu, sink: _Sink) -> None:
 
 def _check_classes(data: dict, sink: _Sink, local_node: bool) -> None:
     """Classes Ray imports where the app is built: found here, or only on the cluster."""
-    from llmctl.validate.builders import class_path_problem
+    from llmctl.builders import class_path_problem
 
     paths = [(("server_cls",), data.get("server_cls"))]
     dc = data.get("deployment_config")

@@ -3,10 +3,9 @@
 - A literal token is an error wherever it stands (``runtime_env.env_vars``,
   ``engine_kwargs.hf_token`` as one of Ray's tutorials writes it, an
   application's ``args``, …): Ray's dashboard returns serve configs and
-  runtime_envs to every client, and Ray logs them. Detected by shape
-  (Hugging Face ``hf_…``, OpenAI ``sk-…``, AWS ``AKIA…``, GitHub ``ghp_…``)
-  and, for fields whose name says secret (``hf_token``, ``*_API_KEY``,
-  ``*_SECRET_ACCESS_KEY``, ``password``), by any literal value.
+  runtime_envs to every client, and Ray logs them. What is a secret (by
+  shape, or any literal value under a name that says secret) is
+  :mod:`llmctl.secrets`'s one rule.
 - ``${VAR}`` is expanded by Ray only inside a ``runtime_env``: its
   ``env_vars`` (``ray/_private/utils.py`` ``update_envs``: os.path.expandvars
   on the node) and the pip/uv options (``_private/runtime_env/pip.py``,
@@ -19,15 +18,9 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
+from llmctl.secrets import literal_secret
 from llmctl.validate.documents import _Sink
 
-_TOKEN_SHAPES = (
-    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")),
-    ("an OpenAI API key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_-]{32,}\b")),
-    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("a GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,}\b")),
-)
-_SECRET_KEY = re.compile(r"(^|_)(hf_token|token|api_key|apikey|password|passwd|secret|secret_key|secret_access_key|access_token)$", re.I)
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PLACEHOLDER = re.compile(r"<\s*(?:YOUR|Your|your)[\w .-]*>|<[A-Z][A-Z0-9]*(?:[_-][A-Z0-9]+)+>|<(?:MODEL|TOKEN|BUCKET|PATH|NAME)>")
 # Fields whose text is a template or free text, where angle brackets are normal.
@@ -55,13 +48,12 @@ def _in_runtime_env(loc: tuple) -> bool:
 
 
 def _literal_secret(key: Any, value: str) -> str | None:
-    for what, rx in _TOKEN_SHAPES:
-        if rx.search(value):
-            return what
-    if isinstance(key, str) and _SECRET_KEY.search(key) and value.strip() and not _ENV_REF.fullmatch(value.strip()):
-        if not _PLACEHOLDER.search(value) and value.strip().lower() not in ("true", "false", "none", "null"):
-            return "a secret"
-    return None
+    """A literal secret (llmctl.secrets), unless it is an unfilled placeholder
+    (reported as one)."""
+    what = literal_secret(key, value)
+    if what == "a secret" and _PLACEHOLDER.search(value):
+        return None
+    return what
 
 
 def _env_name(loc: tuple, key: Any, what: str) -> str:

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 from llmctl.validate.deployment import ScalingHint, check_deployment_config
 from llmctl.validate.documents import _Doc, _Sink
 from llmctl.sources import path_probe
-from llmctl.validate import builders
+from llmctl import builders
 from llmctl.validate.llm_config import _clean_msg, check_llm_config
 from llmctl.vllm_version import VllmVersion
 from llmctl.validate.reference import _suggest

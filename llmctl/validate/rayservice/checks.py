@@ -9,7 +9,7 @@ initializing-timeout annotation.
 
 The GPU arithmetic against the embedded Serve config, decided by the same
 placement rules ``llmctl up`` uses on a live cluster
-(:func:`llmctl.launch.preflight.demands` / :func:`~llmctl.launch.preflight.place`):
+(:func:`llmctl.placement.demands` / :func:`~llmctl.placement.place`):
 each worker pod is a node of G GPUs; a replica needs TP × PP GPU bundles with
 its tensor-parallel group inside one pod; every deployment's max_replicas must
 fit the pods the worker groups can reach.
@@ -20,9 +20,10 @@ from __future__ import annotations
 import re
 from typing import Callable, Optional
 
-from llmctl.kuberay.nodes import UNDETECTED, Group, family, read_group
-from llmctl.kuberay.schema import dns1035_problem
+from llmctl.validate.rayservice.nodes import Group, family, read_group, undetected
+from llmctl.validate.rayservice.schema import dns1035_problem
 from llmctl.placement import ACC_PREFIX
+from llmctl.secrets import literal_secret
 
 NAME_MAX = 47  # kuberay#4045: longer RayService names are requeued forever
 UPGRADE_TYPES = ("NewCluster", "NewClusterWithIncrementalUpgrade", "None")
@@ -31,7 +32,6 @@ _GO_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")
 _START_PARAM_RESOURCES = ("num-cpus", "num-gpus", "memory", "resources")
 # Ray Serve LLM's ENV_VARS_TO_PROPAGATE (ray/llm/_internal/serve/constants.py), copied into runtime_envs.
 _PROPAGATED = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-_SECRET_ENV = re.compile(r"(^|_)(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|TOKEN|API_KEY|SECRET|PASSWORD|SECRET_ACCESS_KEY)$", re.I)
 _SIM_LIMIT = 4096  # replicas or pods beyond this: GPU arithmetic only, no bundle-by-bundle placement
 
 Add = Callable[..., None]  # add(loc, message, severity="error", code=...)
@@ -112,8 +112,7 @@ def operator_rules(obj: dict, add: Add) -> None:
     copied = []  # where an HF token comes from a Secret into a container's environment
     for loc, c in _all_containers(rc):
         for j, e in enumerate(_list(c.get("env"))):
-            if isinstance(e, dict) and isinstance(e.get("name"), str) and _SECRET_ENV.search(e["name"]) \
-                    and isinstance(e.get("value"), str) and e["value"] and not e["value"].startswith("$("):
+            if isinstance(e, dict) and literal_secret(e.get("name"), e.get("value")):
                 add(loc + ("env", j, "value"), f"{e['name']} holds a literal value: anyone who can read the RayService reads "
                                                "it; use valueFrom.secretKeyRef (a Kubernetes Secret)", code="literal-token")
             elif isinstance(e, dict) and e.get("name") in _PROPAGATED and isinstance(e.get("valueFrom"), dict):
@@ -175,8 +174,8 @@ def _gloc(g: Group, *rest) -> tuple:
 def gpu_arithmetic(obj: dict, serve: dict, add: Add, add_serve: Add) -> None:
     """Worker pods against the Serve config's LLM deployments. ``add`` reports
     at a manifest location, ``add_serve`` at a location inside serveConfigV2."""
-    from llmctl.launch.preflight import demands, place, place_replica
-    from llmctl.validate.builders import app_llm_configs
+    from llmctl.placement import demands, place, place_replica
+    from llmctl.builders import app_llm_configs
 
     grps = groups(obj, add)
     rc = _cluster(obj)
@@ -211,7 +210,7 @@ def gpu_arithmetic(obj: dict, serve: dict, add: Add, add_serve: Add) -> None:
         known = [g for g in fit if g.selected is not None or (acc and ACC_PREFIX + acc in g.declared)]
         fit = known or fit  # groups whose GPU type is unknown are candidates only when no group names it
         for g in fit:
-            if acc in UNDETECTED and ACC_PREFIX + acc not in g.declared:
+            if undetected(acc) and ACC_PREFIX + acc not in g.declared:
                 add(_gloc(g, "rayStartParams"), f"{mid} asks for accelerator_type {acc}, which Ray never detects (a node gets "
                                                 f"only A100): declare it, resources: '\"{{\\\"{ACC_PREFIX}{acc}\\\": 1}}\"'",
                     code="k8s-accelerator")
@@ -276,7 +275,7 @@ def _infer_types(gpu_groups: list[Group], wanted: set[str]) -> list[Group]:
 
 
 def _head_pool(rc: dict) -> dict[str, float]:
-    from llmctl.kuberay.nodes import quantity
+    from llmctl.validate.rayservice.nodes import quantity
 
     head = rc.get("headGroupSpec") if isinstance(rc.get("headGroupSpec"), dict) else {}
     params = head.get("rayStartParams") if isinstance(head.get("rayStartParams"), dict) else {}

@@ -37,7 +37,7 @@ _QUANTITY = "a Kubernetes quantity such as \"2\", \"500m\" or \"16Gi\""
 
 @lru_cache(maxsize=1)
 def crd_schema() -> dict:
-    text = resources.files("llmctl.kuberay").joinpath("crd", SCHEMA_FILE).read_text(encoding="utf-8")
+    text = resources.files("llmctl.validate.rayservice").joinpath("crd", SCHEMA_FILE).read_text(encoding="utf-8")
     return json.loads(text)
 
 

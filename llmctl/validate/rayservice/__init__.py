@@ -11,12 +11,11 @@ Other kinds are skipped with a note. One :class:`Diagnostic` per problem.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any, Optional
 
 import yaml
 
-from llmctl.kuberay import checks, schema
+from llmctl.validate.rayservice import checks, schema
 from llmctl.validate.documents import Diagnostic, _Doc, _Sink
 
 API_VERSION = "ray.io/v1"
@@ -104,7 +103,7 @@ def _rayservice(doc: _Doc, sink: _Sink, out: list[Diagnostic], check_doc) -> Non
 
 def _serve_rules(serve: dict, add) -> None:
     """What a serve config may do on a laptop but not inside a RayService."""
-    from llmctl.validate.builders import app_llm_configs
+    from llmctl.builders import app_llm_configs
 
     http = serve.get("http_options") if isinstance(serve.get("http_options"), dict) else {}
     host = http.get("host")
@@ -131,11 +130,3 @@ def _value_node(node: Any, path: tuple) -> Any:
             return None
         node = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
     return node
-
-
-def validate_text(path: str | Path, text: str) -> list[Diagnostic]:
-    """Validate manifest text (used by tests and by gen-config before writing)."""
-    from llmctl.validate.files import check_embedded
-
-    nodes = manifest_nodes(text) or []
-    return validate_manifest(str(path), nodes, check_doc=check_embedded)

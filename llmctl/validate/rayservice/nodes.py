@@ -33,37 +33,46 @@ GKE_LABEL = "cloud.google.com/gke-accelerator"
 GFD_LABEL = "nvidia.com/gpu.product"
 SELECTOR_STYLES = {"gke": GKE_LABEL, "nvidia": GFD_LABEL, "none": None}
 GPU_RESOURCE = "nvidia.com/gpu"
-UNDETECTED = {"A100-40G", "A100-80G"}  # ray/util/accelerators/accelerators.py: "not auto-added to nodes"
-
-# Ray accelerator_type -> node label value. GKE: KubeRay samples (nvidia-l4,
-# nvidia-tesla-t4, nvidia-tesla-a100, nvidia-b200) and public manifests
-# (nvidia-h100-80gb, nvidia-a100-80gb). GFD: NVIDIA-A10G seen in public node
-# dumps; the others follow GFD's naming (product name, spaces as '-') and are
-# not checked against a live node: `kubectl get nodes -L nvidia.com/gpu.product`.
-NODE_LABELS: dict[str, dict[str, str]] = {
-    "gke": {"L4": "nvidia-l4", "T4": "nvidia-tesla-t4", "A100-40G": "nvidia-tesla-a100", "A100-80G": "nvidia-a100-80gb",
-            "H100": "nvidia-h100-80gb", "B200": "nvidia-b200"},
-    "nvidia": {"L4": "NVIDIA-L4", "A10G": "NVIDIA-A10G", "T4": "Tesla-T4", "A100-40G": "NVIDIA-A100-SXM4-40GB",
-               "A100-80G": "NVIDIA-A100-SXM4-80GB", "H100": "NVIDIA-H100-80GB-HBM3", "L40S": "NVIDIA-L40S"},
-}
-
 
 def label_for(style: str, ray_type: str) -> Optional[tuple[str, str]]:
-    """(label key, value) selecting nodes with this GPU, or None (style none / no known label)."""
+    """(label key, value) selecting nodes with this GPU (the GPU table's
+    ``gke_label`` / ``gfd_label``, llmctl.hardware), or None (style none / no
+    known label)."""
+    from llmctl.hardware import TABLE
+
     key = SELECTOR_STYLES.get(style)
-    value = NODE_LABELS.get(style, {}).get(ray_type)
+    value = next((g.node_label(style) for g in TABLE if g.ray_type == ray_type), None)
     return (key, value) if key and value else None
 
 
+def undetected(ray_type: str) -> bool:
+    """A type Ray never adds to a node on its own (A100-40G/A100-80G: nodes get
+    A100; the GPU table's ``detected_as``): it must be declared."""
+    from llmctl.hardware import row_of_ray_type
+
+    row = row_of_ray_type(ray_type)
+    return row is not None and row.node_type != ray_type
+
+
 def family(ray_type: str) -> str:
-    """The name Ray detects on the node: A100-80G -> A100."""
-    return ray_type.split("-")[0].upper()
+    """The name Ray detects on the node: A100-80G -> A100 (the GPU table's
+    ``node_type``; a type llmctl does not list: its first word)."""
+    from llmctl.hardware import row_of_ray_type
+
+    row = row_of_ray_type(ray_type)
+    return row.node_type if row is not None and row.node_type else ray_type.split("-")[0].upper()
 
 
 def type_from_label(key: str, value: str) -> Optional[str]:
     """The GPU family a node label selects (L4, H100, A100, …), or None."""
     if not isinstance(value, str):
         return None
+    from llmctl.hardware import TABLE
+
+    style = {GKE_LABEL: "gke", GFD_LABEL: "nvidia"}.get(key)
+    row = next((g for g in TABLE if style and (g.node_label(style) or "").lower() == value.strip().lower()), None)
+    if row is not None and row.node_type:
+        return row.node_type
     v = value.strip()
     if key == GKE_LABEL:
         v = re.sub(r"^nvidia-(tesla-)?", "", v, flags=re.I)
@@ -148,7 +157,7 @@ class Group:
         if self.selected is not None:
             res[ACC_PREFIX + self.selected] = 1.0
         else:
-            res.update({ACC_PREFIX + t: 1.0 for t in wanted if t not in UNDETECTED})
+            res.update({ACC_PREFIX + t: 1.0 for t in wanted if not undetected(t)})
         for k, v in self.declared.items():
             res[k] = res.get(k, 0.0) + v
         return res

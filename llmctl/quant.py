@@ -1,0 +1,133 @@
+"""A checkpoint's ``quantization_config`` as vLLM stores its weights on the
+GPU: bytes per weight by tensor kind, and which tensors stay unquantized.
+
+Bytes per weight (vLLM 0.29, docs/vllm-memory-2026.md §6, each with its vLLM
+class): fp8 per-tensor / per-channel 1; fp8 block ``[bn, bk]`` 1 + 4/(bn·bk)
+(one fp32 scale per block); int8 W8A8 1 (+ a per-channel scale); 4-bit
+group-quantized (AWQ, GPTQ, compressed-tensors W4A16) ``bits/8`` + a 2-byte
+scale per group + packed zero points per group when asymmetric (AWQ keeps
+them: 0.5 + 2.5/g on Marlin); NVFP4 (ModelOpt, compressed-tensors) 0.5 + one
+fp8 scale per 16 = 0.5625; MXFP4 (gpt-oss experts) 0.5 + one e8m0 scale per
+32 = 0.53125; ``experts_int8`` int8 experts, 16-bit linears. Embeddings and
+lm_head stay in the model dtype unless the config quantizes lm_head (GPTQ
+``lm_head: true``; ModelOpt unless excluded). What vLLM 0.29 cannot load
+(bitsandbytes, GGUF) or llmctl cannot read is ``approximate``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# quant_method values -> scheme, for configs that say no more than the method
+METHOD_SCHEMES = {
+    "fp8": "fp8", "fbgemm_fp8": "fp8", "ptpc_fp8": "fp8", "modelopt": "fp8",
+    "awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4", "auto-round": "int4",
+    "bitsandbytes": "int4",
+    "mxfp4": "mxfp4", "gpt_oss_mxfp4": "mxfp4",
+    "int8": "int8", "w8a8": "int8", "experts_int8": "int8",
+    "modelopt_fp4": "nvfp4", "nvfp4": "nvfp4",
+    "compressed-tensors": "int4",
+}
+NOT_IN_029 = ("bitsandbytes", "gguf")
+
+
+class Quant(BaseModel):
+    """How a checkpoint's weights are stored (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: str
+    scheme: str  # fp8 | int8 | int4 | nvfp4 | mxfp4
+    bits: int = 8
+    group_size: Optional[int] = Field(default=None, description="weights per scale (4-bit groups, fp4 blocks)")
+    block: Optional[tuple[int, int]] = Field(default=None, description="fp8 weight_block_size")
+    zero_points: bool = False  # asymmetric 4-bit: packed zero points per group
+    lm_head: bool = False  # lm_head quantized too
+    attention: bool = True  # attention projections quantized (NVFP4 recipes often exclude them)
+    experts_only: bool = False  # only routed experts quantized (gpt-oss MXFP4, experts_int8)
+    approximate: Optional[str] = None
+
+    def bytes_per_weight(self) -> float:
+        if self.scheme == "fp8":
+            if self.block:
+                return 1.0 + 4 / (self.block[0] * self.block[1])
+            return 1.0
+        if self.scheme == "int8":
+            return 1.0 + 4 / 4096
+        if self.scheme == "nvfp4":
+            return 0.5 + 1 / 16
+        if self.scheme == "mxfp4":
+            return 0.5 + 1 / 32
+        g = self.group_size or 128
+        b = self.bits / 8 + 2 / g
+        if self.zero_points:
+            b += (self.bits / 8) / g
+        return b
+
+
+def _ignored(names: Any, *fragments: str) -> bool:
+    if not isinstance(names, list):
+        return False
+    text = " ".join(str(n) for n in names).lower()
+    return any(f in text for f in fragments)
+
+
+def quant_from_config(qc: dict) -> Quant:
+    """A Quant from a config.json ``quantization_config`` mapping."""
+    method = str(qc.get("quant_method") or qc.get("quant_algo") or "unknown").lower()
+    ignore = qc.get("ignore") or qc.get("modules_to_not_convert") or qc.get("exclude_modules") or qc.get("ignored_layers")
+    attention = not _ignored(ignore, "self_attn", "attn")
+    if method in NOT_IN_029:
+        return Quant(method=method, scheme="int4", bits=4, group_size=64,
+                     approximate=f"quant_method '{method}' is not a quantization method of vLLM 0.29 (Ray 2.60's pin); "
+                                 "sized as 4-bit")
+    if method in ("fp8", "fbgemm_fp8", "ptpc_fp8"):
+        block = qc.get("weight_block_size")
+        return Quant(method=method, scheme="fp8", block=tuple(block) if isinstance(block, list) and len(block) == 2 else None,
+                     attention=attention)
+    if method in ("mxfp4", "gpt_oss_mxfp4"):
+        return Quant(method=method, scheme="mxfp4", bits=4, group_size=32, experts_only=True)
+    if method == "experts_int8":
+        return Quant(method=method, scheme="int8", experts_only=True)
+    if method in ("awq", "awq_marlin", "gptq", "gptq_marlin", "auto-round"):
+        bits = int(qc.get("bits") or qc.get("w_bit") or 4)
+        group = int(qc.get("group_size") or qc.get("q_group_size") or 128)
+        zp = method.startswith("awq") or qc.get("zero_point") is True or qc.get("sym") is False
+        return Quant(method=method, scheme="int4" if bits == 4 else "int8", bits=bits, group_size=group if group > 0 else None,
+                     zero_points=zp, lm_head=bool(qc.get("lm_head")), attention=attention)
+    if method == "modelopt" or method == "modelopt_fp4":
+        algo = str(qc.get("quant_algo") or (qc.get("quantization") or {}).get("quant_algo") or "FP8").upper()
+        lm = not _ignored(ignore, "lm_head")
+        if "FP4" in algo:
+            return Quant(method=method, scheme="nvfp4", bits=4, group_size=int(qc.get("group_size") or 16),
+                         lm_head=lm, attention=attention)
+        return Quant(method=method, scheme="fp8", lm_head=lm, attention=attention)
+    if method == "compressed-tensors":
+        return _compressed_tensors(qc, attention)
+    if method in ("int8", "w8a8"):
+        return Quant(method=method, scheme="int8", attention=attention)
+    return Quant(method=method, scheme="int8",
+                 approximate=f"weight size of quant_method '{method}' not known; assumed 1 byte per weight")
+
+
+def _compressed_tensors(qc: dict, attention: bool) -> Quant:
+    """compressed-tensors: the first config group's weights (num_bits, type,
+    strategy, group_size, symmetric) and ``format`` (nvfp4-pack-quantized)."""
+    groups = qc.get("config_groups") or {}
+    first = next(iter(groups.values()), {}) if isinstance(groups, dict) else {}
+    w = (first or {}).get("weights") or {}
+    bits = int(w.get("num_bits") or 8)
+    kind = str(w.get("type") or "int").lower()
+    fmt = str(qc.get("format") or "").lower()
+    lm = any("lm_head" in str(t) for t in (first or {}).get("targets") or [])
+    if "nvfp4" in fmt or (bits == 4 and kind == "float"):
+        return Quant(method="compressed-tensors", scheme="nvfp4", bits=4, group_size=int(w.get("group_size") or 16),
+                     lm_head=lm, attention=attention)
+    if bits == 8:
+        return Quant(method="compressed-tensors", scheme="fp8" if kind == "float" else "int8", lm_head=lm, attention=attention)
+    group = w.get("group_size")
+    return Quant(method="compressed-tensors", scheme="int4", bits=bits, group_size=int(group) if group else None,
+                 zero_points=w.get("symmetric") is False, lm_head=lm, attention=attention,
+                 approximate=None if group or w.get("strategy") == "channel" else "compressed-tensors group size not given")

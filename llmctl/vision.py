@@ -1,0 +1,108 @@
+"""Vision towers counted from ``vision_config`` (docs/vllm-memory-2026.md §5,
+each formula read from vLLM 0.29's model file): parameters, the part every
+TP rank holds in full (patch / position embeddings, norms, Gemma 3's
+projector), and the most tokens one image becomes (the encoder profile's
+item). A tower whose formula llmctl does not have gives ``parameters=None``
+and the plan says its weights are not counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+
+class VisionTower(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model_type: str
+    parameters: Optional[int] = None  # None: no formula for this tower
+    replicated: int = 0  # parameters every TP rank holds in full
+    hidden_size: Optional[int] = None
+    depth: Optional[int] = None
+    intermediate_size: Optional[int] = None
+    tokens_per_item: Optional[int] = None  # the most (merged) tokens one image gives the language model
+    buffer_per_token: int = 0  # persistent bytes per batched token allocated with the model (Qwen3-VL deepstack)
+
+
+def _vit_layers(n: int, d: int, f: int, gated: bool, norm: int) -> int:
+    """``n`` encoder layers: qkv + proj with biases, the MLP (gated SiLU with
+    biases, or fc1/fc2), ``norm`` parameters of norms per layer."""
+    mlp = (2 * d * f + 2 * f) + (f * d + d) if gated else (d * f + f) + (f * d + d)
+    return n * (norm + (3 * d * d + 3 * d) + (d * d + d) + mlp)
+
+
+def _qwen25_vl(v: dict) -> VisionTower:
+    d, f, n = int(v["hidden_size"]), int(v["intermediate_size"]), int(v["depth"])
+    p, t, m, o = int(v.get("patch_size", 14)), int(v.get("temporal_patch_size", 2)), int(v.get("spatial_merge_size", 2)), int(v["out_hidden_size"])
+    patch = 3 * t * p * p * d
+    md = m * m * d
+    merger = d + (md * md + md) + (md * o + o)
+    return VisionTower(model_type="qwen2_5_vl", parameters=patch + _vit_layers(n, d, f, True, 2 * d) + merger,
+                       replicated=patch + n * 2 * d + d, hidden_size=d, depth=n, intermediate_size=f,
+                       tokens_per_item=12845056 // (p * m) ** 2)
+
+
+def _qwen3_vl(v: dict, text_hidden: int) -> VisionTower:
+    d, f, n = int(v["hidden_size"]), int(v["intermediate_size"]), int(v["depth"])
+    p, t, m, o = int(v.get("patch_size", 16)), int(v.get("temporal_patch_size", 2)), int(v.get("spatial_merge_size", 2)), int(v["out_hidden_size"])
+    positions = int(v.get("num_position_embeddings", 2304))
+    deep = len(v.get("deepstack_visual_indexes") or [])
+    patch = 3 * t * p * p * d + d
+    md = m * m * d
+    merger = 2 * d + (md * md + md) + (md * o + o)
+    deep_mergers = deep * (2 * md + (md * md + md) + (md * o + o))
+    params = patch + positions * d + _vit_layers(n, d, f, False, 4 * d) + merger + deep_mergers
+    return VisionTower(model_type="qwen3_vl", parameters=params, replicated=patch + positions * d + n * 4 * d,
+                       hidden_size=d, depth=n, intermediate_size=f, tokens_per_item=12845056 // (p * m) ** 2,
+                       buffer_per_token=deep * text_hidden * 2)
+
+
+def _siglip(v: dict, text_hidden: int, model_type: str) -> VisionTower:
+    d, f, n = int(v["hidden_size"]), int(v["intermediate_size"]), int(v["num_hidden_layers"])
+    p, size = int(v.get("patch_size", 14)), int(v.get("image_size", 896))
+    patch = 3 * p * p * d + d
+    pos = (size // p) ** 2 * d
+    projector = d * text_hidden + d
+    params = patch + pos + _vit_layers(n, d, f, False, 4 * d) + 2 * d + projector
+    return VisionTower(model_type=model_type, parameters=params, replicated=patch + pos + n * 4 * d + 2 * d + projector,
+                       hidden_size=d, depth=n, intermediate_size=f, tokens_per_item=256)
+
+
+def _gemma4(v: dict, text_hidden: int) -> VisionTower:
+    """transformers Gemma4VisionModel (modeling_gemma4.py): a linear patch
+    embedder 3·p²·D, a 2 × position_embedding_size × D position table, per layer
+    q/k/v/o D × heads·head_dim, q/k norms, four RMSNorms and a gated MLP 3·D·F;
+    the multimodal embedder D × text hidden."""
+    d, f, n = int(v["hidden_size"]), int(v["intermediate_size"]), int(v["num_hidden_layers"])
+    p = int(v.get("patch_size", 16))
+    inner = int(v.get("num_attention_heads", 16)) * int(v.get("head_dim", d // int(v.get("num_attention_heads", 16))))
+    pos = 2 * int(v.get("position_embedding_size", 10240)) * d
+    patch = 3 * p * p * d
+    layers = n * (4 * d * inner + 2 * (inner // int(v.get("num_attention_heads", 16))) + 4 * d + 3 * d * f)
+    projector = d * text_hidden + d
+    return VisionTower(model_type="gemma4_vision", parameters=patch + pos + layers + projector,
+                       replicated=patch + pos + n * 4 * d + projector, hidden_size=d, depth=n, intermediate_size=f,
+                       tokens_per_item=int(v.get("default_output_length", 280)))
+
+
+def vision_from_config(cfg: dict, *, model_type: str, text_hidden: Any) -> Optional[VisionTower]:
+    """The tower of a multimodal config.json (None when it has no vision_config)."""
+    v = cfg.get("vision_config")
+    if not isinstance(v, dict):
+        return None
+    vt = str(v.get("model_type") or "")
+    th = int(text_hidden) if isinstance(text_hidden, int) else 0
+    try:
+        if model_type in ("qwen2_5_vl",) or vt == "qwen2_5_vl":
+            return _qwen25_vl(v)
+        if model_type.startswith(("qwen3_vl", "qwen3_5")) or vt.startswith(("qwen3_vl", "qwen3_5")):
+            return _qwen3_vl(v, th)  # Qwen3.5 / 3.6 keep Qwen3-VL's tower (no deepstack mergers when none are listed)
+        if vt == "gemma4_vision":
+            return _gemma4(v, th)
+        if model_type == "gemma3" and vt in ("siglip_vision_model", "") and "hidden_size" in v:
+            return _siglip(v, th, "siglip")
+    except (KeyError, TypeError, ValueError):
+        pass
+    return VisionTower(model_type=vt or model_type)
