@@ -193,7 +193,7 @@ FILE_CASES = [
     ("ray-owned-key", _patched("  max_model_len: 8192", "  max_model_len: 8192\n  served_model_name: x"),
      "8: engine_kwargs.served_model_name: Ray Serve LLM refuses it in engine_kwargs and sets it from model_loading_config.model_id"),
     ("unknown-engine-kwarg", _patched("  max_model_len: 8192", "  max_model_len: 8192\n  max_num_seq: 64"),
-     "8: engine_kwargs.max_num_seq: not a vLLM engine argument (did you mean 'max_num_seqs'?) (checked against {origin})"),
+     "8: engine_kwargs.max_num_seq: not an engine argument of {origin} (did you mean 'max_num_seqs'?)"),
     ("min-over-max", _patched("min_replicas: 1", "min_replicas: 3"),
      "11: deployment_config.autoscaling_config.min_replicas: min_replicas (3) must be <= max_replicas (2): "
      "the autoscaler never goes below min_replicas"),

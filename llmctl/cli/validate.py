@@ -19,20 +19,27 @@ def validate_cmd(
     files: Annotated[List[Path], typer.Argument(metavar="FILE", help="Serve configs (serve_*.yaml) and/or model configs (model_config/*.yaml).")],
     local: Annotated[bool, typer.Option("--local", help="The apps will run on this machine (llmctl up on the local head): a local model path or a class that is missing here is an error, not a warning.")] = False,
     working_dir: Annotated[Optional[Path], typer.Option("--working-dir", metavar="DIR", help="Directory Ray builds the app from, where relative llm_configs paths are opened (default: the current directory, as with serve run).", file_okay=False)] = None,
+    vllm_version: Annotated[Optional[str], typer.Option("--vllm-version", metavar="X.Y.Z", help="The vLLM the replicas run: engine_kwargs is checked against its arguments (default: the one the installed Ray pins).")] = None,
     json_: JsonOpt = False,
 ) -> int:
     """Check config files before launch; one line per problem: file:line: field: message."""
     from llmctl.validate import errors_only, validate_paths
 
     from llmctl.compat import warning as version_warning
+    from llmctl.vllm_version import reference_vllm
 
     if working_dir is not None and not working_dir.is_dir():
         raise UsageError(f"--working-dir: '{working_dir}' is not a directory")
-    diags = validate_paths(files, local_node=local, working_dir=working_dir)
-    version = version_warning()
+    try:
+        target = reference_vllm(vllm_version, "--vllm-version")
+    except UsageError as e:
+        raise UsageError(f"--vllm-version: {e.message}") from None
+    diags = validate_paths(files, local_node=local, working_dir=working_dir, vllm_version=target)
+    # the named vLLM with the installed Ray, else the installed vLLM (what `llmctl up` here would run)
+    version = version_warning(target.text if vllm_version else None)
     errors = errors_only(diags)
     if json_:
-        print_json({"valid": not errors, "diagnostics": [d.to_json() for d in diags],
+        print_json({"valid": not errors, "vllm_version": target.label, "diagnostics": [d.to_json() for d in diags],
                     "warnings": [version] if version else []})
     else:
         for d in diags:

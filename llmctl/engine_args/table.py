@@ -13,7 +13,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-TABLE_PATH = Path(__file__).resolve().with_name("vllm_engine_args.json")
+from llmctl.engine_args.kinds import expected_text
+from llmctl.vllm_version import VllmVersion, parse_vllm_version, reference_vllm
+
+#: One table per vLLM release llmctl ships, read from its published source
+#: (scripts/build_engine_args.py --from-source): vllm-X.Y.Z.json.
+TABLES_DIR = Path(__file__).resolve().with_name("tables")
 TABLE_FORMAT = 1  # bump when an entry changes shape; caches of another format are rebuilt
 INTROSPECT_TIMEOUT_S = 300.0
 
@@ -67,9 +72,7 @@ class ArgSpec:
 
     def expected(self) -> str:
         """What a value must be, as words: 'an integer', 'true or false', …"""
-        from llmctl.engine_args.values import _expected  # values imports this module
-
-        return _expected(self.kind, self.choices)
+        return expected_text(self.kind, self.choices)
 
 
 # --------------------------------------------------------------------------
@@ -158,12 +161,30 @@ def cache_path(dist: str, version: str) -> Path:
     return cache_dir() / f"vllm_engine_args-{safe}.json"
 
 
-def load_table(path: Path = TABLE_PATH) -> tuple[dict[str, ArgSpec], dict[str, Any]]:
+def load_table(path: Path) -> tuple[dict[str, ArgSpec], dict[str, Any]]:
     """(specs by name, header fields) of a table file."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     specs = {d["name"]: ArgSpec.from_json(d) for d in data["args"]}
     header = {k: v for k, v in data.items() if k != "args"}
     return specs, header
+
+
+@lru_cache(maxsize=1)
+def shipped_versions() -> tuple[VllmVersion, ...]:
+    """The vLLM releases llmctl ships a table of, oldest first."""
+    found = [parse_vllm_version(p.stem[len("vllm-"):]) for p in TABLES_DIR.glob("vllm-*.json")]
+    return tuple(sorted(found, key=lambda v: v.release))
+
+
+def table_path(version: VllmVersion | str) -> Path:
+    """The shipped table of one release (``vllm-0.29.0.json``)."""
+    return TABLES_DIR / f"vllm-{parse_vllm_version(version).label}.json"
+
+
+@lru_cache(maxsize=None)
+def shipped_table(label: str) -> dict[str, ArgSpec]:
+    """The arguments of a release llmctl ships a table of."""
+    return load_table(table_path(label))[0]
 
 
 def _introspect_to(path: Path) -> None:
@@ -210,26 +231,95 @@ def _cached_or_introspected(dist: str, version: str) -> dict[str, ArgSpec]:
     return specs
 
 
-@lru_cache(maxsize=1)
-def engine_args() -> tuple[dict[str, ArgSpec], str]:
-    """(argument specs by name, where they came from), e.g.
-    "the installed vLLM 0.32.0" or
-    "llmctl's table from vLLM 0.32.0 (vllm is not installed)".
+@dataclass(frozen=True, eq=False)
+class ArgTable:
+    """The arguments a check uses: ``specs`` of vLLM ``version`` (the table's),
+    chosen for ``target``; ``origin`` names it for messages ("vLLM 0.29.0
+    (Ray 2.60's pin)"); ``exact`` is False when the table is of another
+    release than the target (the nearest llmctl ships)."""
 
-    Cached for the process; ``engine_args.cache_clear()`` forgets it."""
-    shipped, header = load_table()
-    table_version = header.get("vllm_version")
+    specs: dict[str, ArgSpec]
+    target: VllmVersion
+    version: str
+    origin: str
+    exact: bool
+
+
+def table_for(target: VllmVersion | str | None = None) -> ArgTable:
+    """The arguments of the vLLM a check is about (:func:`llmctl.vllm_version.reference_vllm`:
+    ``target`` when given, else the one Ray pins):
+
+    - the shipped table of that release;
+    - else, when the installed vLLM is that release, the installed vLLM read
+      once (``llmctl.engine_args.introspect`` in a subprocess: importing vllm
+      takes 5–15 s) and cached under ``$LLMCTL_HOME/cache/``;
+    - else the shipped table of the nearest release at or below it (the
+      oldest, for a target older than all), marked approximate in ``origin``.
+
+    A vLLM installed here that is not the target plays no part. Cached for the
+    process; ``engine_args.cache_clear()`` forgets it."""
+    v = reference_vllm(target)
+    return _table_for(v.release, v.text, v.source)
+
+
+@lru_cache(maxsize=16)
+def _table_for(release: tuple, text: str, source: str) -> ArgTable:
+    v = VllmVersion(release, text, source)
+    shipped = shipped_versions()
+    exact = next((s for s in shipped if s.release == v.release), None)
+    if exact is not None:
+        return ArgTable(shipped_table(exact.label), v, exact.label, v.described(), True)
+    note = ""
     inst = installed_vllm()
-    if inst is None:
-        return shipped, f"llmctl's table from vLLM {table_version} (vllm is not installed)"
-    dist, version = inst
-    if version == table_version:
-        return shipped, f"the installed vLLM {version}"
+    if inst is not None and _release(inst[1]) == v.release:
+        dist, version = inst
+        try:
+            specs = _cached_or_introspected(dist, version)
+            why = f"{v.source}; " if v.source else ""
+            return ArgTable(specs, v, version, f"vLLM {v.label} ({why}read from the installed {dist} {version})", True)
+        except Exception as e:  # noqa: BLE001 - a broken vllm install, a timeout, an unwritable cache
+            reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            note = f"; reading the installed vLLM {version} failed: {reason}"
+    if not shipped:
+        raise FileNotFoundError(f"no vLLM argument tables in {TABLES_DIR}")
+    below = [s for s in shipped if s.release <= v.release]
+    near = below[-1] if below else shipped[0]
+    why = f" ({v.source})" if v.source else ""
+    origin = f"vLLM {near.label} (approximate: llmctl has no table of {v.label}{why}, this is the nearest{note})"
+    return ArgTable(shipped_table(near.label), v, near.label, origin, False)
+
+
+def _release(text: str) -> Optional[tuple]:
     try:
-        return _cached_or_introspected(dist, version), f"the installed vLLM {version}"
-    except Exception as e:  # a broken vllm install, a timeout, an unwritable cache
-        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-        return shipped, f"llmctl's table from vLLM {table_version} (reading the installed vLLM {version} failed: {reason})"
+        return parse_vllm_version(text).release
+    except ValueError:
+        return None
+
+
+def engine_args(target: VllmVersion | str | None = None) -> tuple[dict[str, ArgSpec], str]:
+    """(argument specs by name, where they came from) for the vLLM a check is
+    about (:func:`table_for`), e.g. ``"vLLM 0.29.0 (Ray 2.60's pin)"``."""
+    t = table_for(target)
+    return t.specs, t.origin
+
+
+def _cache_clear() -> None:
+    _table_for.cache_clear()
+    shipped_versions.cache_clear()
+    shipped_table.cache_clear()
+
+
+engine_args.cache_clear = _cache_clear  # type: ignore[attr-defined]
+
+
+def other_release_with(name: str, table: ArgTable) -> tuple[Optional[str], Optional[str]]:
+    """(first shipped release NEWER than the table's that has ``name``, last
+    shipped release OLDER than it that has ``name``), each None if none: an
+    argument added after the target, or removed before it."""
+    here = parse_vllm_version(table.version).release
+    newer = next((s.label for s in shipped_versions() if s.release > here and name in shipped_table(s.label)), None)
+    older = next((s.label for s in reversed(shipped_versions()) if s.release < here and name in shipped_table(s.label)), None)
+    return newer, older
 
 
 def suggest(name: str, specs: Optional[Mapping[str, ArgSpec]] = None) -> Optional[str]:
@@ -244,9 +334,15 @@ def suggest(name: str, specs: Optional[Mapping[str, ArgSpec]] = None) -> Optiona
     return m[0] if m else None
 
 
-def _unknown(name: str, specs: Mapping[str, ArgSpec]) -> str:
+def unknown_reason(name: str, specs: Mapping[str, ArgSpec], origin: Optional[str] = None) -> str:
+    """Why ``name`` is refused: ``not an engine argument of <origin>`` (or
+    ``not a vLLM engine argument`` without an origin), with the closest name."""
     s = suggest(name, specs)
-    return "not a vLLM engine argument" + (f" (did you mean '{s}'?)" if s else "")
+    what = f"not an engine argument of {origin}" if origin else "not a vLLM engine argument"
+    return what + (f" (did you mean '{s}'?)" if s else "")
+
+
+_unknown = unknown_reason
 
 
 def get_spec(name: str, specs: Optional[Mapping[str, ArgSpec]] = None) -> Optional[ArgSpec]:

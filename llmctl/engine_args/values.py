@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Optional
 
+from llmctl.engine_args.kinds import choices_text as _choices_text
+from llmctl.engine_args.kinds import expected_text as _expected
 from llmctl.engine_args.table import OWNED, ArgSpec, _unknown, engine_args, normalize_name
-
-_MAX_LISTED = 40
 
 
 def _show(v: Any) -> str:
@@ -20,31 +20,6 @@ def _show(v: Any) -> str:
         return json.dumps(v)
     except (TypeError, ValueError):
         return repr(v)
-
-
-def _choices_text(choices: Iterable[Any]) -> str:
-    items = [str(c) for c in choices]
-    if len(items) > _MAX_LISTED:
-        return ", ".join(items[:_MAX_LISTED]) + f", … ({len(items)} in all)"
-    return ", ".join(items)
-
-
-def _expected(kind: str, choices: Optional[tuple]) -> str:
-    if kind == "int":
-        return "an integer"
-    if kind == "float":
-        return "a number"
-    if kind == "bool":
-        return "true or false"
-    if kind == "str":
-        return "a string"
-    if kind == "choice":
-        return f"one of {_choices_text(choices or ())}"
-    if kind == "dict":
-        return "a mapping (a JSON object)"
-    if kind == "list":
-        return "a list"
-    return "a JSON value"
 
 
 def _choice_error(value: Any, choices: tuple) -> str:
@@ -166,11 +141,13 @@ def parse_value(name: str, text: str, *, allow_owned: bool = False,
     message that starts with the key; owned keys (:data:`OWNED`) are refused
     unless ``allow_owned``.
     """
-    specs = specs if specs is not None else engine_args()[0]
+    origin = None
+    if specs is None:
+        specs, origin = engine_args()
     key = normalize_name(name)
     sp = specs.get(key)
     if sp is None:
-        raise ValueError(f"{key}: {_unknown(name, specs)}")
+        raise ValueError(f"{key}: {_unknown(name, specs, origin)}")
     if not allow_owned and key in OWNED:
         raise ValueError(f"{key}: set by llmctl or Ray Serve LLM; use {OWNED[key]}")
     try:
@@ -282,10 +259,12 @@ def check_value(name: str, value: Any, *, specs: Optional[Mapping[str, ArgSpec]]
     path). ``name`` must be the exact Python name, as Ray passes keys through
     unchanged: ``max-num-seqs`` is reported as unknown with a suggestion.
     Ownership is not judged here; see :data:`RAY_FORBIDS`, :data:`RAY_OVERRIDES`."""
-    specs = specs if specs is not None else engine_args()[0]
+    origin = None
+    if specs is None:
+        specs, origin = engine_args()
     sp = specs.get(name) if isinstance(name, str) else None
     if sp is None:
-        return _unknown(str(name), specs)
+        return _unknown(str(name), specs, origin)
     if value is None:
         return None if sp.nullable else f"must not be null; expected {sp.expected()}"
     if sp.kind == "list":
