@@ -51,6 +51,13 @@ def check_embedded(doc: _Doc, results: list[Diagnostic], vllm: Optional[VllmVers
                check_model_file=lambda target: None, model_file_exists=lambda target: False, vllm=vllm)
 
 
+def check_embedded_model(doc: _Doc, results: list[Diagnostic], vllm: Optional[VllmVersion] = None) -> None:
+    """Every model-config check on a model file embedded in another file (a
+    ConfigMap of a RayService manifest); it runs on the cluster."""
+    _check_doc(doc, results, Path.cwd(), kind="model", local_node=False,
+               check_model_file=lambda target: None, model_file_exists=lambda target: False, vllm=vllm)
+
+
 def _as_manifest(path: Path, vllm: Optional[VllmVersion] = None) -> Optional[list[Diagnostic]]:
     """Diagnostics of a Kubernetes manifest file (RayService), or None when the
     file is not one (then the serve/model config checks read it)."""
@@ -62,7 +69,8 @@ def _as_manifest(path: Path, vllm: Optional[VllmVersion] = None) -> Optional[lis
         return None  # _read_doc reports it
     if nodes is None:
         return None
-    return validate_manifest(str(path), nodes, check_doc=lambda doc, results: check_embedded(doc, results, vllm))
+    return validate_manifest(str(path), nodes, check_doc=lambda doc, results: check_embedded(doc, results, vllm),
+                             check_model=lambda doc, results: check_embedded_model(doc, results, vllm))
 
 
 def validate_text(path: str | Path, text: str) -> list[Diagnostic]:
@@ -71,7 +79,7 @@ def validate_text(path: str | Path, text: str) -> list[Diagnostic]:
     from llmctl.validate.rayservice import manifest_nodes, validate_manifest
 
     nodes = manifest_nodes(text) or []
-    return validate_manifest(str(path), nodes, check_doc=check_embedded)
+    return validate_manifest(str(path), nodes, check_doc=check_embedded, check_model=check_embedded_model)
 
 
 def _validate_file(path: Path, results: list[Diagnostic], kind: Optional[str] = None, local_node: bool = True,
