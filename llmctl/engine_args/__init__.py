@@ -62,6 +62,9 @@ from llmctl.engine_args.table import (  # noqa: F401
     TABLES_DIR,
     ArgSpec,
     ArgTable,
+    ConfigSpec,
+    Configs,
+    FieldShape,
     cache_dir,
     cache_path,
     engine_args,
@@ -79,4 +82,5 @@ from llmctl.engine_args.table import (  # noqa: F401
     table_path,
     unknown_reason,
 )
+from llmctl.engine_args.nested import NestedProblem, check_nested, path_text  # noqa: F401
 from llmctl.engine_args.values import check_value, parse_engine_arg, parse_value  # noqa: F401
