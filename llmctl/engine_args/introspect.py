@@ -52,7 +52,10 @@ Aliases resolved by hand (each checked in the vLLM source):
 - Config dataclasses (``compilation_config``, ``kv_transfer_config``, …) are
   ``dict``: in engine_kwargs they are given as mappings, which Ray validates
   into the config class (``ray/llm/_internal/serve/engines/vllm/
-  vllm_engine.py`` ``_normalize_vllm_engine_kwargs``).
+  vllm_engine.py`` ``_normalize_vllm_engine_kwargs``). The classes' fields
+  go into the table's ``configs`` (:mod:`llmctl.engine_args.configs`, the
+  rules both readers share; :class:`RealClasses` hands it the imported
+  classes, their source for validators).
 - Integers vLLM's CLI reads with ``human_readable_int`` (``1k``, ``2M``) or
   ``human_readable_int_or_auto`` (also ``auto`` → -1) are marked so in
   ``cli_int``.

@@ -33,7 +33,9 @@ def parse_value(name: str, text: str, *, allow_owned: bool = False,
     int "8" → 8 (``1k``/``1K`` where vLLM's CLI takes them), float, bool
     (true/false/yes/no/on/off/1/0, any case), choice (one of the choices,
     returned in vLLM's spelling), dict (a JSON object), list (a JSON list, or
-    comma-separated values converted to the element kind), str as given.
+    comma-separated values converted to the element kind; the keys inside a
+    config mapping are checked against the target's class,
+    :func:`llmctl.engine_args.nested.check_nested`), str as given.
     ``None``/``null`` give None where the argument accepts None.
     NAME may use dashes (``max-num-seqs``). Raises ValueError with a one-line
     message that starts with the key; owned keys (:data:`OWNED`) are refused
