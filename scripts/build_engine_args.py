@@ -39,15 +39,21 @@ from llmctl.engine_args import TABLE_FORMAT, TABLES_DIR  # noqa: E402
 INTROSPECTED_DIR = ROOT / "tests" / "data" / "engine_args"
 
 
-def render(header: dict, args: list[dict]) -> str:
-    """One argument per line: readable diffs when vLLM changes."""
+def render(header: dict, args: list[dict], configs: dict) -> str:
+    """One argument, and one field of a config class, per line: readable diffs when vLLM changes."""
     lines = ",\n".join("  " + json.dumps(a, ensure_ascii=False) for a in args)
-    text = json.dumps(header, indent=1, ensure_ascii=False)[:-2] + ',\n "args": [\n' + lines + "\n ]\n}\n"
+    classes = []
+    for key, c in configs.items():
+        head = json.dumps({k: v for k, v in c.items() if k != "fields"}, ensure_ascii=False)[:-1]
+        fields = ",\n".join("   " + json.dumps(f, ensure_ascii=False) for f in c["fields"])
+        classes.append(f"  {json.dumps(key)}: {head}, \"fields\": [" + (f"\n{fields}\n  ]}}" if fields else "]}"))
+    text = (json.dumps(header, indent=1, ensure_ascii=False)[:-2] + ',\n "args": [\n' + lines + "\n ],\n"
+            + ' "configs": {\n' + ",\n".join(classes) + "\n }\n}\n")
     json.loads(text)  # well-formed
     return text
 
 
-def _write(path: Path, header: dict, args: list[dict], check: bool) -> bool:
+def _write(path: Path, header: dict, args: list[dict], configs: dict, check: bool) -> bool:
     """Write (or, with check, compare); True when the file is (or would be) unchanged in its arguments."""
     if check:
         try:
@@ -55,16 +61,18 @@ def _write(path: Path, header: dict, args: list[dict], check: bool) -> bool:
         except (OSError, ValueError):
             print(f"{path}: missing or unreadable")
             return False
-        same = old.get("args") == args and old.get("vllm_version") == header["vllm_version"]
+        same = (old.get("args") == args and old.get("configs") == configs and old.get("format") == header["format"]
+                and old.get("vllm_version") == header["vllm_version"])
         print(f"{path}: {'up to date' if same else 'differs; rebuild it'}")
         return same
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(header, args), encoding="utf-8")
+    path.write_text(render(header, args, configs), encoding="utf-8")
     kinds: dict[str, int] = {}
     for a in args:
         kinds[a["kind"]] = kinds.get(a["kind"], 0) + 1
     print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {len(args)} arguments of vLLM "
-          f"{header['vllm_version']} ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))})")
+          f"{header['vllm_version']} ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))}); "
+          f"{len(configs)} config classes, {sum(len(c['fields']) for c in configs.values())} fields")
     return True
 
 
@@ -105,7 +113,7 @@ def from_source(dirs: list[Path], check: bool, allow_problems: bool) -> int:
             "frontend_class": table.frontend_class,
             "unread": table.notes,
         }
-        ok &= _write(TABLES_DIR / f"vllm-{table.version}.json", header, table.args, check)
+        ok &= _write(TABLES_DIR / f"vllm-{table.version}.json", header, table.args, table.configs, check)
     return 0 if ok else 1
 
 
@@ -123,7 +131,7 @@ def from_installed(output: Path | None, check: bool) -> int:
         "format": table["format"],
         "frontend_class": table["frontend_class"],
     }
-    return 0 if _write(path, header, table["args"], check) else 1
+    return 0 if _write(path, header, table["args"], table["configs"], check) else 1
 
 
 def main() -> int:

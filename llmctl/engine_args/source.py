@@ -21,7 +21,10 @@ objects to the same rules (:mod:`llmctl.engine_args.kinds`):
   ``add_argument`` calls, the edits to the kwargs dicts between them, and the
   FrontendArgs loop over its own fields;
 - the quantization registry, ``QUANTIZATION_METHODS`` in
-  ``vllm/model_executor/layers/quantization/__init__.py``.
+  ``vllm/model_executor/layers/quantization/__init__.py``;
+- the config classes dict-valued arguments become (``CompilationConfig``,
+  ``SpeculativeConfig``, …), field by field (:mod:`llmctl.engine_args.configs`
+  through :class:`llmctl.engine_args.source_classes.SourceClasses`).
 
 What it cannot see, and why that is harmless, is listed in ``Table.problems``
 (printed by ``scripts/build_engine_args.py``): parser calls of plugins and of
@@ -39,7 +42,9 @@ import typing
 from pathlib import Path
 from typing import Any, Optional
 
+from llmctl.engine_args.configs import describe
 from llmctl.engine_args.kinds import CliArg, entry
+from llmctl.engine_args.source_classes import SourceClasses
 from llmctl.engine_args.source_eval import ConfigObject, FieldSpec, FuncRef, Module, Unknown
 from llmctl.engine_args.source_exec import Interpreter
 
@@ -79,6 +84,7 @@ class Table:
     version: str
     frontend_class: Optional[str]
     args: list[dict[str, Any]]
+    configs: dict[str, dict[str, Any]]  # the config classes dict-valued arguments become (llmctl.engine_args.configs)
     problems: list[str]  # what the reader could not read, unexplained: review before shipping
     notes: list[str]  # what it could not read and why that is harmless (KNOWN_GAPS)
 
@@ -99,9 +105,10 @@ def build(root: Path | str) -> Table:
         methods = []
 
     args: dict[str, dict[str, Any]] = {}
+    hints: dict[str, Any] = {}
     actions = cli.run(engine_cls, "add_cli_args")
     for name in tree.fields(engine_cls):
-        args[name] = _row(tree, engine_cls, name, "engine", actions.get(name), methods)
+        args[name], hints[name] = _row(tree, engine_cls, name, "engine", actions.get(name), methods)
 
     frontend, where = None, None
     for modname in FRONTEND_MODULES:
@@ -113,9 +120,12 @@ def build(root: Path | str) -> Table:
         fe_actions = cli.run(frontend, "add_cli_args")
         for name in tree.fields(frontend):
             # Ray routes a key to the frontend first (vllm_models.py line 224).
-            args[name] = _row(tree, frontend, name, "frontend", fe_actions.get(name), methods)
+            args[name], hints[name] = _row(tree, frontend, name, "frontend", fe_actions.get(name), methods)
     else:
         tree.problems.append("no FrontendArgs class found in " + ", ".join(FRONTEND_MODULES))
+    mm = tree.module("vllm.config.multimodal")
+    mm_cls = tree.lookup(mm, "MultiModalConfig") if mm is not None and "MultiModalConfig" in mm.runtime else None
+    configs = describe(SourceClasses(tree), engine_cls, args, hints, mm_cls)
     problems, notes = [], []
     for p in dict.fromkeys(tree.problems):
         why = next((why for pattern, why in KNOWN_GAPS if re.search(pattern, p)), None)
@@ -124,10 +134,11 @@ def build(root: Path | str) -> Table:
         else:
             problems.append(p)
     return Table(source_version(root), f"{where}.FrontendArgs" if where else None,
-                 [args[k] for k in sorted(args)], problems, notes)
+                 [args[k] for k in sorted(args)], configs, problems, notes)
 
 
-def _row(tree: Interpreter, cls: type, name: str, group: str, cli: Optional[CliArg], methods: list[str]) -> dict[str, Any]:
+def _row(tree: Interpreter, cls: type, name: str, group: str, cli: Optional[CliArg],
+         methods: list[str]) -> tuple[dict[str, Any], Any]:
     st, mod = tree.fields(cls)[name]
     try:
         hint = tree.hint(st.annotation, mod)
@@ -141,7 +152,7 @@ def _row(tree: Interpreter, cls: type, name: str, group: str, cli: Optional[CliA
         raw = None
     if raw is dataclasses.MISSING:
         raw = None
-    return entry(name, group, hint, raw, cli, methods)
+    return entry(name, group, hint, raw, cli, methods), hint
 
 
 # --------------------------------------------------------------------------

@@ -213,7 +213,7 @@ class Tree:
             if target is None or target.startswith("_") or isinstance(value, ast.Lambda):
                 continue
             try:
-                v = self.ev(value, mod)
+                v = self.ev(value, mod, dict(members))  # a member may name earlier ones: FULL_DECODE_ONLY = (FULL, NONE)
             except Unknown as e:
                 self.problems.append(f"{mod.name}.{node.name}.{target}: value not read ({e})")
                 v = f"<{target}>" if mixin is str else object()
@@ -276,7 +276,10 @@ class Tree:
         if isinstance(node, ast.Attribute):
             return self.attr(ev(node.value), node.attr)
         if isinstance(node, ast.Subscript):
-            obj, idx = ev(node.value), ev(node.slice)
+            obj = ev(node.value)
+            if obj is typing.Annotated and isinstance(node.slice, ast.Tuple):  # metadata plays no part in a kind
+                return typing.Annotated[(ev(node.slice.elts[0]), *(self._metadata(e, mod) for e in node.slice.elts[1:]))]
+            idx = ev(node.slice)
             try:
                 return obj[idx]
             except Exception as e:  # noqa: BLE001 - typing raises what it likes
@@ -326,8 +329,17 @@ class Tree:
                 return ops[type(node.ops[0])](left, right)
         raise Unknown(f"cannot evaluate {ast.unparse(node)}")
 
+    def _metadata(self, node: ast.expr, mod: Module) -> Any:
+        try:
+            return self.ev(node, mod)
+        except Unknown:
+            return opaque(ast.unparse(node))
+
     def call_expr(self, node: ast.Call, mod: Module, local: Optional[dict] = None, prefer_tc: bool = False) -> Any:
         ev = lambda n: self.ev(n, mod, local, prefer_tc)  # noqa: E731
+        if (ast.unparse(node.func).split(".")[-1] == "LazyLoader" and len(node.args) == 3
+                and isinstance(node.args[2], ast.Constant)):  # vllm.utils.import_utils.LazyLoader(name, globals(), module)
+            return self._module_value(node.args[2].value)
         args: list = []
         for a in node.args:
             args.extend(ev(a.value) if isinstance(a, ast.Starred) else [ev(a)])

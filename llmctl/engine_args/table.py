@@ -19,10 +19,72 @@ from llmctl.vllm_version import VllmVersion, parse_vllm_version, reference_vllm
 #: One table per vLLM release llmctl ships, read from its published source
 #: (scripts/build_engine_args.py --from-source): vllm-X.Y.Z.json.
 TABLES_DIR = Path(__file__).resolve().with_name("tables")
-TABLE_FORMAT = 1  # bump when an entry changes shape; caches of another format are rebuilt
+TABLE_FORMAT = 2  # bump when an entry changes shape; caches of another format are rebuilt (2: configs, issue 20)
 INTROSPECT_TIMEOUT_S = 300.0
 
 KINDS = ("int", "float", "bool", "str", "choice", "dict", "list", "json")
+
+
+@dataclass(frozen=True)
+class FieldShape:
+    """One key of a mapping an argument holds: a field of a vLLM config class
+    (``CompilationConfig.cudagraph_mode``), or ``*``, any key of a free-keyed
+    mapping. ``kind``, ``choices``, ``nullable``, ``item``, ``ignore_case`` as
+    in :class:`ArgSpec`; ``config``: the config class a mapping value becomes
+    (its key in :attr:`Configs.classes`); ``values``: the shape of each value of
+    a free-keyed mapping; ``keyed``: (key, config) pairs where a key picks
+    another class than ``config`` (``limit_mm_per_prompt``'s ``video``);
+    ``shorthand``: the field an integer may stand for (``count``)."""
+
+    name: str
+    kind: str
+    choices: Optional[tuple] = None
+    nullable: bool = False
+    item: Optional[str] = None
+    ignore_case: bool = False
+    config: Optional[str] = None
+    values: Optional[FieldShape] = None
+    keyed: Optional[tuple] = None
+    shorthand: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> FieldShape:
+        choices, values, keyed = d.get("choices"), d.get("values"), d.get("keyed")
+        return cls(name=d["name"], kind=d["kind"], choices=tuple(choices) if choices is not None else None,
+                   nullable=bool(d.get("nullable", False)), item=d.get("item"), ignore_case=bool(d.get("ignore_case", False)),
+                   config=d.get("config"), values=cls.from_json(values) if values else None,
+                   keyed=tuple(sorted(keyed.items())) if keyed else None, shorthand=d.get("shorthand"))
+
+    def expected(self) -> str:
+        return expected_text(self.kind, self.choices)
+
+    def config_for(self, key: Any) -> Optional[str]:
+        """The config class a value under ``key`` becomes (``keyed`` first)."""
+        return dict(self.keyed).get(str(key), self.config) if self.keyed else self.config
+
+
+@dataclass(frozen=True)
+class ConfigSpec:
+    """A vLLM config class: its fields by name, and what an unknown key does
+    (``extra``: ``forbid``, an error when the engine starts; ``ignore``, dropped)."""
+
+    name: str
+    module: str
+    extra: str
+    fields: dict = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True, eq=False)
+class Configs:
+    """The config classes of one table (its ``configs``), and the vLLM release it describes."""
+
+    version: str
+    classes: dict
+
+    @classmethod
+    def from_json(cls, version: str, data: Mapping[str, Any]) -> Configs:
+        return cls(version, {k: ConfigSpec(k, c["module"], c["extra"], {f["name"]: FieldShape.from_json(f) for f in c["fields"]})
+                             for k, c in data.items()})
 
 
 @dataclass(frozen=True)
@@ -41,6 +103,10 @@ class ArgSpec:
     ignore_case: vLLM matches the choice case-insensitively.
     cli_int: ``human`` if vLLM's CLI reads ``1k``/``1K``, ``human_or_auto``
     if it also reads ``auto`` (= -1).
+    config, values, dashes: what a ``dict`` argument's keys may be (see
+    :class:`FieldShape`; ``dashes``: vLLM turns ``-`` in its keys into ``_``);
+    neither for a free-form mapping (``hf_overrides``). ``configs``: the
+    table's config classes (:mod:`llmctl.engine_args.nested` checks with them).
     """
 
     name: str
@@ -53,9 +119,13 @@ class ArgSpec:
     item: Optional[str] = None
     ignore_case: bool = False
     cli_int: Optional[str] = None
+    config: Optional[str] = None
+    values: Optional[FieldShape] = None
+    dashes: bool = False
+    configs: Optional[Configs] = field(default=None, compare=False, hash=False, repr=False)
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> ArgSpec:
+    def from_json(cls, d: Mapping[str, Any], configs: Optional[Configs] = None) -> ArgSpec:
         choices = d.get("choices")
         return cls(
             name=d["name"],
@@ -68,7 +138,16 @@ class ArgSpec:
             item=d.get("item"),
             ignore_case=bool(d.get("ignore_case", False)),
             cli_int=d.get("cli_int"),
+            config=d.get("config"),
+            values=FieldShape.from_json(d["values"]) if d.get("values") else None,
+            dashes=bool(d.get("dashes", False)),
+            configs=configs,
         )
+
+    keyed = None  # an argument's own mapping picks no class by key (its ``values`` may)
+
+    def config_for(self, key: Any) -> Optional[str]:
+        return self.config
 
     def expected(self) -> str:
         """What a value must be, as words: 'an integer', 'true or false', …"""
@@ -164,8 +243,9 @@ def cache_path(dist: str, version: str) -> Path:
 def load_table(path: Path) -> tuple[dict[str, ArgSpec], dict[str, Any]]:
     """(specs by name, header fields) of a table file."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    specs = {d["name"]: ArgSpec.from_json(d) for d in data["args"]}
-    header = {k: v for k, v in data.items() if k != "args"}
+    configs = Configs.from_json(str(data.get("vllm_version", "")), data.get("configs") or {})
+    specs = {d["name"]: ArgSpec.from_json(d, configs) for d in data["args"]}
+    header = {k: v for k, v in data.items() if k not in ("args", "configs")}
     return specs, header
 
 

@@ -135,7 +135,9 @@ def _check_engine_kwargs(ek: dict, sink: _Sink, vllm: Optional[VllmVersion] = No
     nor a FrontendArgs field of the vLLM its replicas run ("Unknown engine
     argument", vllm_models.py), so an unknown key is an error; one that a newer
     vLLM llmctl knows has is a warning naming that release (the cluster may
-    run it: --vllm-version says so)."""
+    run it: --vllm-version says so). The same for the keys inside config
+    mappings (llmctl.engine_args.nested: compilation_config.cudagraph_mode
+    must be a field of the target's CompilationConfig, of its type)."""
     from llmctl import engine_args as EA
 
     table = EA.table_for(vllm)
@@ -166,6 +168,10 @@ def _check_engine_kwargs(ek: dict, sink: _Sink, vllm: Optional[VllmVersion] = No
             problem = f"must be a fraction in (0, 1], got {v!r}"
         if problem:
             sink.add(loc, problem, code="bad-engine-arg")
+        elif isinstance(v, dict):
+            # the keys inside a config mapping (compilation_config.cudagraph_mode, ...): fields of the target's class
+            for p in EA.check_nested(specs[key], v, origin=origin):
+                sink.add(loc + tuple(p.path), p.message, p.severity, code=p.code)
     tp = ek.get("tensor_parallel_size", 1) if is_int(ek.get("tensor_parallel_size", 1)) else 1
     pp = ek.get("pipeline_parallel_size", 1) if is_int(ek.get("pipeline_parallel_size", 1)) else 1
     mml = ek.get("max_model_len") if is_int(ek.get("max_model_len")) and ek.get("max_model_len", 0) >= 1 else None
