@@ -127,7 +127,7 @@ class _Checker:
         hint = f" (did you mean '{near}'?)" if near else ""
         if cfg.extra != "forbid":
             self.add(path, f"not a field of {where}{hint}; vLLM ignores it", "error" if self.strict else "warning",
-                     "unknown-engine-arg")
+                     "ignored-engine-arg")
             return
         gone = f"; vLLM {older} had it" if older else ""
         self.add(path, f"not a field of {where}{hint}{gone}", code="unknown-engine-arg")

@@ -273,7 +273,7 @@ def _introspect_to(path: Path) -> None:
     import subprocess
 
     env = dict(os.environ)
-    pkg_parent = str(Path(__file__).resolve().parent.parent)
+    pkg_parent = str(Path(__file__).resolve().parents[2])  # the directory holding the llmctl package
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     proc = subprocess.run(

@@ -84,6 +84,8 @@ CODES: dict[str, Code] = {c.code: c for c in [
     _c("unknown-engine-arg", "error", "An engine_kwargs key that is not an engine argument of the target vLLM (Ray's pin unless "
        "--vllm-version); Ray refuses it at engine start (\"Unknown engine argument\").", "Use the argument the message suggests, "
        "or the vLLM that has it (--vllm-version).", _MODEL.format("engine_kwargs: {max_num_seq: 8}")),
+    _c("ignored-engine-arg", "warning", "A key inside a nested engine setting that the target vLLM's class accepts and "
+       "ignores (its pydantic model ignores extra fields).", "Remove it, or use the field the message suggests."),
     _c("newer-engine-arg", "warning", "An engine_kwargs key only a newer vLLM than the target has.", "Run that vLLM on the "
        "cluster (and validate with --vllm-version), or drop the key."),
     _c("bad-engine-arg", "error", "An engine_kwargs value of the wrong type or choice for the target vLLM.", "Use a value of the "
