@@ -40,3 +40,43 @@ def test_sizing_tables_are_current():
     out = subprocess.run([sys.executable, str(REPO / "bench" / "sizing.py"), "--markdown"], capture_output=True, text=True,
                          timeout=300, check=True).stdout
     assert doc[start:end] == out, "regenerate: python bench/sizing.py --markdown"
+
+
+def test_diagnostics_page_is_current():
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_diagnostics_docs.py"), "--check"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_every_diagnostic_code_is_documented_and_used():
+    """One registry (llmctl/validate/codes.py): every code the source emits is
+    in it, every entry is emitted somewhere, and every example triggers its code."""
+    import re
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    from gen_diagnostics_docs import example_diagnostics
+
+    from llmctl.validate.codes import CODES, SEVERITIES
+
+    emitted, quoted = set(), set()
+    for f in (REPO / "llmctl").rglob("*.py"):
+        if f.name == "codes.py":
+            continue
+        text = f.read_text(encoding="utf-8")
+        emitted |= set(re.findall(r'code="([a-z0-9-]+)"', text))
+        quoted |= set(re.findall(r'"([a-z0-9-]+)"', text))
+    assert emitted - set(CODES) == set(), "codes emitted but not in the registry"
+    assert set(CODES) - quoted - {"invalid"} == set(), "registry entries nothing emits"  # invalid: the sink's default
+    for c in CODES.values():
+        assert c.severity in SEVERITIES and c.summary and c.fix
+        if c.example:
+            assert c.code in {d.code for d in example_diagnostics(c.example)}, c.code
+
+
+def test_explain_prints_a_code_and_refuses_an_unknown_one(capsys):
+    from helpers import run_cli
+
+    r = run_cli(capsys, "validate", "--explain", "never-scales")
+    assert r.code == 0 and r.out.startswith("never-scales (warning)\n") and "target_ongoing_requests" in r.out
+    r = run_cli(capsys, "validate", "--explain", "never-scale")
+    assert r.code == 2 and r.err.startswith("error: --explain: unknown diagnostic code 'never-scale'")

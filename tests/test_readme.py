@@ -81,3 +81,32 @@ def test_readme_kuberay_example_is_what_llmctl_writes(capsys, tmp_path, monkeypa
     assert r.code == 0, r.err
     r = run_cli(capsys, "validate", manifest.name, "rayservice.yaml")
     assert r.code == 0 and "OK: 2 files valid" in r.out, r.err
+
+
+def test_readme_validate_examples_are_what_validate_prints(capsys, tmp_path, monkeypatch):
+    """The Validate section's files and console sessions: every command prints
+    what the README shows (the installed-vLLM guard line apart) and exits as shown."""
+    import re
+
+    section = README.split("## Validate\n", 1)[1].split("\n## ", 1)[0]
+    yamls = re.findall(r"\(`([\w.]+)`\):\n\n```yaml\n(.*?)```", section, re.S)
+    assert [n for n, _ in yamls] == ["model.yaml", "scaling.yaml"]
+    for name, text in yamls:
+        (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    sessions = re.findall(r"```console\n(.*?)```", section, re.S)
+    checked = 0
+    for block in sessions:
+        cmds = re.split(r"^\$ ", block, flags=re.M)[1:]
+        code = None
+        for cmd in cmds:
+            line, _, shown = cmd.partition("\n")
+            if line == "echo $?":
+                assert int(shown.strip()) == code
+                continue
+            r = run_cli(capsys, *line.split()[1:])
+            code = r.code
+            printed = [ln for ln in (r.err + r.out).splitlines() if not ln.startswith("warning: vLLM")]
+            assert printed == shown.strip().splitlines(), "\n".join(printed)
+            checked += 1
+    assert checked == 3
