@@ -93,6 +93,11 @@ CODES: dict[str, Code] = {c.code: c for c in [
     _c("ray-owned-engine-arg", "error", "An engine_kwargs key Ray Serve LLM sets itself and refuses (model, served_model_name, …).",
        "Set it where the message says (model_loading_config, …)."),
     _c("ray-overrides-engine-arg", "warning", "An engine_kwargs key Ray Serve LLM replaces with its own value.", "Remove it."),
+    _c("quantization", "error", "engine_kwargs.quantization that vLLM refuses for this checkpoint: a method that differs "
+       "from its quantization_config, or a checkpoint method (awq, gptq, modelopt, …) on an unquantized checkpoint.",
+       "Remove it (vLLM reads the checkpoint's), or use an online method (fp8, experts_int8).",
+       "model_loading_config: {model_id: m, model_source: meta-llama/Llama-3.1-8B-Instruct}\n"
+       "engine_kwargs: {quantization: modelopt}"),
     _c("tp", "error", "A tensor-parallel size vLLM refuses for the model (heads, KV heads, vocabulary or quantization blocks "
        "do not divide), or more GPUs than one node has.", "Use a TP size the message lists as valid.",
        _MODEL.format("engine_kwargs: {tensor_parallel_size: 3}")),

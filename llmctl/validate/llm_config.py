@@ -178,6 +178,34 @@ def _check_engine_kwargs(ek: dict, sink: _Sink, vllm: Optional[VllmVersion] = No
     return max(tp, 1), max(pp, 1), mml
 
 
+# Methods vLLM reads from the checkpoint (its quantization_config or a
+# quantization config file); the others quantize an unquantized checkpoint
+# online (fp8, experts_int8, ...). vllm/model_executor/layers/quantization/ of 0.29.
+_CHECKPOINT_METHODS = ("awq", "auto_awq", "awq_marlin", "gptq", "auto_gptq", "gptq_marlin", "modelopt", "modelopt_fp4",
+                       "modelopt_mxfp8", "modelopt_mixed", "compressed-tensors", "mxfp4", "gpt_oss_mxfp4", "moe_wna16",
+                       "quark", "fp_quant", "deepseek_v4_fp8")
+
+
+def _quant_family(method: str) -> str:
+    m = method.lower().replace("_marlin", "").replace("auto_", "").replace("auto-", "")
+    return "modelopt" if m.startswith("modelopt") else "mxfp4" if m.endswith("mxfp4") else m
+
+
+def quantization_problem(arch, method: str) -> Optional[str]:
+    """Why vLLM refuses ``quantization: method`` for this checkpoint (ModelConfig._verify_quantization:
+    a method that differs from the checkpoint's own; a checkpoint method on an unquantized checkpoint)."""
+    ckpt = arch.quantization
+    if ckpt:
+        if _quant_family(ckpt) != _quant_family(method):
+            return (f"'{method}' does not match the checkpoint's quantization_config ({ckpt}): vLLM refuses the pair; "
+                    "remove engine_kwargs.quantization (vLLM reads the checkpoint's)")
+        return None
+    if method.lower() in _CHECKPOINT_METHODS:
+        return (f"'{method}' needs a checkpoint quantized with it and this one has no quantization_config: vLLM "
+                "refuses to load it; use a quantized checkpoint, or an online method (fp8, experts_int8)")
+    return None
+
+
 def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp: int, pp: int, mml: Optional[int], sink: _Sink,
                        strategy: str = "PACK"):
     """TP, context length and fit: the rules gen-config applies. Returns the
@@ -195,6 +223,10 @@ def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp
         except ModelNotFound as e:
             sink.warn(("model_loading_config", "model_source"), f"{e.message}; the TP, context and fit checks were skipped",
                       code="model-unreadable")
+    if arch is not None and isinstance(ek.get("quantization"), str):
+        problem = quantization_problem(arch, ek["quantization"])
+        if problem:
+            sink.add(("engine_kwargs", "quantization"), problem, code="quantization")
     if gpu is None and not cpu_only:
         gpu = GPUType("GPU", "GPU", 0.0, "-", 8, "unspecified GPU type")  # TP limit of a common 8-GPU node
     if gpu is not None and not sink.has(("engine_kwargs", "tensor_parallel_size")):
