@@ -96,6 +96,11 @@ def resolve(import_path: Any) -> Resolved:
     if path in KNOWN_PATHS:
         return Resolved(KNOWN_PATHS[path])
     module, attr = split_import_path(path)
+    if module == "rayllm" or module.startswith("rayllm."):
+        guess = _guess(module, attr)
+        return Resolved(guess, f"'{import_path}' is RayLLM's, which was replaced by Ray Serve LLM (ray.serve.llm) and is "
+                               f"not installed with Ray {_ray_version()}; use '{guess.import_path}' (its args are checked "
+                               "as that builder's)")
     if not module.startswith("ray.") or not _looks_llm(module, attr):
         return Resolved(None)
     guess = _guess(module, attr)
@@ -218,6 +223,25 @@ def app_llm_configs(app: Any) -> Iterator[tuple[tuple, Any]]:
     builder = resolve(app.get("import_path")).builder
     if builder is not None:
         yield from llm_config_slots(builder, app.get("args"))
+
+
+# Args fields of custom builders that by convention hold LLMConfigs (the names
+# Ray's own builders use): checked as LLMConfigs wherever they appear.
+LLM_CONFIG_FIELDS = ("llm_configs", "llm_config", "prefill_config", "decode_config")
+
+
+def custom_llm_configs(args: Any) -> Iterator[tuple[tuple, dict]]:
+    """(slot under args, mapping) of every LLMConfig-shaped mapping in a custom
+    builder's args: under the conventional fields, a mapping with
+    model_loading_config."""
+    if not isinstance(args, dict):
+        return
+    for f in LLM_CONFIG_FIELDS:
+        v = args.get(f)
+        items = list(enumerate(v)) if isinstance(v, list) else [(None, v)]
+        for i, item in items:
+            if isinstance(item, dict) and "model_loading_config" in item:
+                yield ((f,) if i is None else (f, i)), item
 
 
 def runtime_envs(config: Any) -> Iterator[tuple[str, Any]]:

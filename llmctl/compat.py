@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Optional
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
+
+from llmctl.vllm_version import ray_vllm_pin  # noqa: F401  (re-exported: callers read Ray's pin from here)
 
 # Ray minor version -> (first vLLM that fails at import, {vLLM minor: what breaks}).
 KNOWN: dict[str, tuple[str, dict[str, str]]] = {
@@ -41,24 +42,6 @@ def _version(*dists: str) -> Optional[str]:
             return metadata.version(dist)
         except metadata.PackageNotFoundError:
             continue
-    return None
-
-
-def ray_vllm_pin(requires: Optional[list[str]] = None) -> Optional[Requirement]:
-    """Ray's own requirement on vllm (its ``llm`` extra), from its metadata
-    (``requires``: Ray's requirement lines as read elsewhere, e.g. on a cluster)."""
-    if requires is None:
-        try:
-            requires = metadata.requires("ray") or []
-        except metadata.PackageNotFoundError:
-            return None
-    for text in requires:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if req.name == "vllm":
-            return req
     return None
 
 

@@ -48,6 +48,16 @@ class ValidationFailed(LlmctlError):
         super().__init__(message or "\n".join(str(d) for d in self.diagnostics))
 
 
+class SizingError(UsageError, ValueError):
+    """A value the arithmetic cannot work with (exit 2). ``param`` names the
+    sizing parameter (not a flag: the caller knows which flag, if any, gave it).
+    Also raised for a vLLM version that is not one (llmctl.vllm_version)."""
+
+    def __init__(self, param: str, message: str):
+        super().__init__(message)
+        self.param = param
+
+
 class CatalogError(LlmctlError):
     """A broken catalog entry (names its file and field)."""
 

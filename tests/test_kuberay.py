@@ -193,10 +193,21 @@ def test_a100_80g_and_scale_from_zero_declare_the_accelerator(tmp_path):
 
 
 def test_kuberay_samples_validate_without_errors():
+    """Except one true positive: the llm-serve sample (written for Ray 2.52)
+    sets engine_kwargs.device, a field of no vLLM Ray 2.60 works with (the
+    tables of 0.29-0.33); Ray 2.60 refuses it ("Unknown engine argument")."""
+    from llmctl.engine_args import engine_args, shipped_table, shipped_versions
+
+    assert all("device" not in shipped_table(v.label) for v in shipped_versions())
     files = sorted(SAMPLES.glob("*.yaml"))
     assert len(files) == 4
     for f in files:
-        assert _errors(f.read_text(), str(f)) == [], f.name
+        errors = [(d.field, d.message) for d in _errors(f.read_text(), str(f))]
+        if f.name == "ray-service.llm-serve.yaml":
+            assert errors == [("applications[0].args.llm_configs[0].engine_kwargs.device",
+                               f"not an engine argument of {engine_args()[1]} (did you mean 'device_ids'?)")]
+        else:
+            assert errors == [], f.name
         docs = [d for d in yaml.safe_load_all(f.read_text()) if d and d.get("kind") == "RayService"]
         assert docs and all(strict_errors(d) == [] for d in docs)
 
@@ -307,8 +318,8 @@ BROKEN = [
      "resources.limits", "k8s-gpus", "runs tensor parallel over 2 GPUs"),
     ("GPUs per pod not a multiple of TP", lambda rs: _set_gpus(rs, "3"),
      "resources.limits", "k8s-gpus", "not a multiple of m's TP 2"),
-    ("too few worker GPUs for max_replicas", lambda rs: _worker(rs).update(maxReplicas=1),
-     "autoscaling_config.max_replicas", "k8s-capacity", "max_replicas 2 of m need 4 GPUs"),
+    ("too few worker GPUs for min_replicas", lambda rs: (_worker(rs).update(maxReplicas=0, replicas=0, minReplicas=0)),
+     "autoscaling_config.min_replicas", "k8s-capacity", "min_replicas 1 of m need 2 GPUs"),
     ("num-gpus != nvidia.com/gpu", lambda rs: _worker(rs)["rayStartParams"].__setitem__("num-gpus", "4"),
      "rayStartParams.num-gpus", "k8s-gpus", "says 4 GPUs but the container's nvidia.com/gpu limit is 2"),
     ("HF token literal in serveConfigV2",
@@ -333,7 +344,7 @@ BROKEN = [
     ("literal HF_TOKEN env", lambda rs: _wc(rs)["env"].__setitem__(0, {"name": "HF_TOKEN", "value": "secret-value"}),
      "env[0].value", "literal-token", "use valueFrom.secretKeyRef"),
     ("bad initializing-timeout", lambda rs: rs["metadata"]["annotations"].__setitem__("ray.io/initializing-timeout", "soon"),
-     "annotations.ray.io/initializing-timeout", "k8s-annotation", "not a positive duration"),
+     "annotations.ray.io/initializing-timeout", "k8s-timeout", "not a positive duration"),
     ("old apiVersion", lambda rs: rs.__setitem__("apiVersion", "ray.io/v1alpha1"),
      "apiVersion", "k8s-api-version", "RayService is ray.io/v1"),
     ("rayStartParams mixed with group resources", lambda rs: (
@@ -360,6 +371,18 @@ def test_broken_manifest_gets_one_line(case, base, tmp_path):
     key = field.rsplit(".", 1)[-1].split("[")[0]
     if "missing required" not in d.message and not d.field.endswith("]"):
         assert key in text.splitlines()[d.line - 1], (d.line, text.splitlines()[d.line - 1])
+
+
+def test_max_replicas_beyond_the_worker_groups_is_a_warning(base, tmp_path):
+    """Extra replicas stay pending; the app runs (issue 20): a warning, exit 0."""
+    from llmctl.validate.files import validate_text
+
+    rs = copy.deepcopy(base)
+    _worker(rs).update(maxReplicas=1)
+    diags = validate_text(tmp_path / "rs.yaml", yaml.dump(rs, Dumper=_Dumper, sort_keys=False))
+    assert not [d for d in diags if d.is_error], "\n".join(map(str, diags))
+    (w,) = [d for d in diags if d.code == "k8s-max-replicas"]
+    assert w.severity == "warning" and "max_replicas 2 of m need 4 GPUs" in w.message and "stay pending" in w.message
 
 
 def test_schema_alone_misses_what_the_validator_catches(base):
@@ -484,3 +507,67 @@ def test_cli_writes_validates_and_never_overwrites(capsys, tmp_path):
     flag_alone = run_cli(capsys, "gen-config", "-m", "qwen2.5-7b-instruct", "--gpu", "H100", "--yes", "--hf-secret", "a:b",
                                 "-o", tmp_path / "n")
     assert flag_alone.code == 2 and "--kuberay" in flag_alone.err and not (tmp_path / "n").exists()
+
+
+def _with_model_file(base, volume: dict, mount_path: str = "/home/ray/models", entry: str = "models/m.yaml"):
+    """The base RayService with its LLMConfig moved to a file the head mounts."""
+    rs = copy.deepcopy(base)
+    serve = yaml.safe_load(rs["spec"]["serveConfigV2"])
+    llm = serve["applications"][0]["args"]["llm_configs"][0]
+    serve["applications"][0]["args"]["llm_configs"] = [entry]
+    rs["spec"]["serveConfigV2"] = yaml.safe_dump(serve, sort_keys=False)
+    pod = rs["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
+    pod.setdefault("volumes", []).append({"name": "models", **volume})
+    pod["containers"][0].setdefault("volumeMounts", []).append({"name": "models", "mountPath": mount_path})
+    return rs, llm
+
+
+def _manifest_text(*objs) -> str:
+    return "---\n".join(yaml.dump(o, Dumper=_Dumper, sort_keys=False) for o in objs)
+
+
+def test_a_model_file_from_a_configmap_of_the_manifest_is_validated(base, tmp_path):
+    """Issue 20: Ray opens models/m.yaml against the container's working
+    directory (/home/ray for rayproject images); a ConfigMap of the same file
+    mounted there is read and its model config checked, with the line number
+    of the bad field inside the manifest."""
+    from llmctl.validate.files import validate_text
+
+    rs, llm = _with_model_file(base, {"configMap": {"name": "llm-models"}})
+    good = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "llm-models"},
+            "data": {"m.yaml": yaml.safe_dump(llm, sort_keys=False)}}
+    text = _manifest_text(rs, good)
+    assert not [d for d in validate_text(tmp_path / "rs.yaml", text) if d.is_error]
+    bad_llm = copy.deepcopy(llm)
+    bad_llm["engine_kwargs"]["max_num_seqs"] = "lots"
+    bad = {**good, "data": {"m.yaml": yaml.safe_dump(bad_llm, sort_keys=False)}}
+    text = _manifest_text(rs, bad)
+    errs = [d for d in validate_text(tmp_path / "rs.yaml", text) if d.is_error]
+    assert [d.code for d in errs] == ["bad-engine-arg"], "\n".join(map(str, errs))
+    assert "max_num_seqs: lots" in text.splitlines()[errs[0].line - 1]
+    # a key the ConfigMap lacks: Ray will not find the file
+    missing = {**good, "data": {"other.yaml": good["data"]["m.yaml"]}}
+    errs = [d for d in validate_text(tmp_path / "rs.yaml", _manifest_text(rs, missing)) if d.is_error]
+    assert [d.code for d in errs] == ["k8s-file-path"] and "no key 'm.yaml'" in errs[0].message
+
+
+@pytest.mark.parametrize("volume,what", [
+    ({"persistentVolumeClaim": {"claimName": "models"}}, "persistentVolumeClaim"),
+    ({"configMap": {"name": "elsewhere"}}, "not in this file"),
+])
+def test_a_model_file_llmctl_cannot_read_is_a_note(base, tmp_path, volume, what):
+    from llmctl.validate.files import validate_text
+
+    rs, _ = _with_model_file(base, volume)
+    diags = validate_text(tmp_path / "rs.yaml", _manifest_text(rs))
+    assert not [d for d in diags if d.is_error], "\n".join(map(str, diags))
+    (note,) = [d for d in diags if d.code == "k8s-file-path"]
+    assert note.severity == "note" and what in note.message and "cannot be read here" in note.message
+
+
+def test_a_model_file_no_volume_holds_is_an_error(base, tmp_path):
+    from llmctl.validate.files import validate_text
+
+    rs, _ = _with_model_file(base, {"configMap": {"name": "llm-models"}}, mount_path="/opt/other")
+    errs = [d for d in validate_text(tmp_path / "rs.yaml", _manifest_text(rs)) if d.is_error]
+    assert [d.code for d in errs] == ["k8s-file-path"] and "/home/ray/models/m.yaml" in errs[0].message

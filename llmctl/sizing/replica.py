@@ -10,7 +10,8 @@ from typing import Any, Optional
 from llmctl.arch import ModelArch
 from llmctl.sizing.formats import GIB, SizingError, _check_positive, kv_dtype_bytes, weight_format
 from llmctl.sizing.kv import kv_bytes_per_token, kv_bytes_per_token_replica, kv_capacity, max_len, one_request_bytes
-from llmctl.sizing.params import tp_problem, weight_bytes
+from llmctl.sizing.params import tp_problem
+from llmctl.sizing.weights import weight_bytes
 from llmctl.sizing.profile import overheads
 from llmctl.sizing.versions import (
     VllmVersion,

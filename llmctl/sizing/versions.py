@@ -3,96 +3,38 @@
 vLLM's start-up memory accounting changed several times between 0.8.5 and
 0.33 (docs/vllm-memory-profile.md reads the tagged PyPI sdists).  A plan
 therefore models one version: by default the vLLM the installed Ray pins
-(:func:`default_vllm_version`, via :mod:`llmctl.compat`) — the cluster's vLLM,
-not one installed next to llmctl.  Every switch below names the vLLM file and
+(:func:`default_vllm_version`, which lives in :mod:`llmctl.vllm_version` with
+the rest of "which vLLM": engine-argument checks use the same one) — the
+cluster's vLLM, not one installed next to llmctl.  Every switch below names the vLLM file and
 the versions it was read in.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import Optional, Union
+from typing import Optional
 
-from llmctl.sizing.formats import GIB, SizingError
-
-VersionTuple = tuple[int, int, int]
+from llmctl.sizing.formats import GIB
+from llmctl.vllm_version import (  # noqa: F401  (re-exported: the plan's version is the one every check uses)
+    FALLBACK_VLLM_VERSION,
+    VersionTuple,
+    VllmVersion,
+    default_vllm_version,
+    parse_vllm_version,
+)
 
 # The range docs/vllm-memory-profile.md read (sdists 0.8.5 ... 0.33.0).  A plan
 # for a version outside it is marked approximate.
 MODELLED_FIRST: VersionTuple = (0, 8, 5)
 MODELLED_LAST: VersionTuple = (0, 33, 99)
 
-# Ray 2.60's pin (`ray[llm]==2.60.0` requires `vllm[audio]==0.29.0`, llmctl/compat.py),
-# used when no Ray is installed to read the pin from.
-FALLBACK_VLLM_VERSION = "0.29.0"
 
-_VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
-
-
-@dataclass(frozen=True)
-class VllmVersion:
-    """A vLLM version as the plan uses it: ``release`` (major, minor, patch)
-    and the text it came from.  Pre-releases and dev builds of X.Y.Z count as
-    X.Y.Z (e.g. 0.10.1rc2.dev263 -> 0.10.1)."""
-
-    release: VersionTuple
-    text: str
-
-    @property
-    def label(self) -> str:
-        return "{}.{}.{}".format(*self.release)
-
-    @property
-    def modelled(self) -> bool:
-        return MODELLED_FIRST <= self.release <= MODELLED_LAST
-
-    def at_least(self, minor: int, patch: int = 0) -> bool:
-        return self.release >= (0, minor, patch)
-
-
-def parse_vllm_version(text: Union[str, "VllmVersion", None]) -> VllmVersion:
-    """``"0.19.0"``, ``"0.10.1.1"``, ``"v0.11.2"``, ``"0.10.1rc2.dev263+g2f13319f4"``.
-    ``None`` means :func:`default_vllm_version`.  Raises SizingError for text
-    that is not a version (e.g. "not stated")."""
-    if isinstance(text, VllmVersion):
-        return text
-    if text is None:
-        return default_vllm_version()
-    m = _VERSION.match(str(text))
-    if not m:
-        raise SizingError("vllm_version", f"not a vLLM version: {text!r} (e.g. 0.29.0)")
-    major, minor, patch = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
-    if major == 0 and minor < 8 and str(text).strip().startswith("0.1.dev"):
-        # setuptools-scm's version of an untagged source build: the number says nothing
-        raise SizingError("vllm_version", f"{text!r} is an untagged source build; give the release it is closest to")
-    return VllmVersion((major, minor, patch), str(text).strip())
-
-
-@lru_cache(maxsize=1)
-def default_vllm_version() -> VllmVersion:
-    """The vLLM the installed Ray pins (Ray's own ``vllm`` requirement,
-    :func:`llmctl.compat.ray_vllm_pin`), else :data:`FALLBACK_VLLM_VERSION`."""
-    from llmctl.compat import ray_vllm_pin
-
-    try:
-        pin = ray_vllm_pin()
-    except Exception:  # pragma: no cover - odd metadata: fall back
-        pin = None
-    if pin is not None:
-        for spec in pin.specifier:
-            if spec.operator in ("==", "==="):
-                try:
-                    return parse_vllm_version(spec.version)
-                except SizingError:
-                    break
-    return parse_vllm_version(FALLBACK_VLLM_VERSION)
+def modelled(v: VllmVersion) -> bool:
+    return MODELLED_FIRST <= v.release <= MODELLED_LAST
 
 
 def version_problem(v: VllmVersion) -> Optional[str]:
     """Why the memory model does not cover this version (None when it does)."""
-    if v.modelled:
+    if modelled(v):
         return None
     lo, hi = "{}.{}.{}".format(*MODELLED_FIRST), "0.{}".format(MODELLED_LAST[1])
     if v.release < MODELLED_FIRST:

@@ -108,7 +108,19 @@ class _Sink:
         self.display = display or doc.path
         self.items: list[Diagnostic] = []
 
-    def add(self, loc: tuple, message: str, severity: str = "error", *, code: str = "invalid") -> None:
+    def add(self, loc: tuple, message: str, severity: Optional[str] = None, *, code: str = "invalid") -> None:
+        """One diagnostic; its severity is the code's (llmctl.validate.codes), or
+        the one given for a ``depends`` code. A severity that contradicts the
+        code's is a bug (raised, so tests catch it)."""
+        from llmctl.validate.codes import default_severity
+
+        fixed = default_severity(code)
+        if severity is None:
+            if fixed is None:
+                raise ValueError(f"diagnostic code {code!r} needs a severity")
+            severity = fixed
+        elif fixed is not None and severity != fixed:
+            raise ValueError(f"diagnostic code {code!r} is a {fixed}, not a {severity}")
         full = self.base + tuple(loc)
         self.items.append(Diagnostic(self.display, self.doc.line(full), _loc_str(full), message, severity, code))
 
@@ -119,7 +131,7 @@ class _Sink:
         """Something that may exist only where the app runs (a model directory,
         a class): an error for a deployment on this machine, else a warning."""
         if local_node:
-            self.add(loc, problem, code=code)
+            self.add(loc, problem, "error", code=code)
         else:
             self.warn(loc, f"{problem}; it must exist on the cluster's nodes (validate --local makes this an error)", code=code)
 

@@ -15,10 +15,12 @@ from llmctl import builders
 from llmctl.validate.llm_config import check_llm_config
 from llmctl.validate.secrets import check_secrets
 from llmctl.validate.serve_config import check_serve_config, config_file_path, ray_serve_schema
+from llmctl.vllm_version import VllmVersion, reference_vllm
 
 
 def _check_doc(doc: _Doc, results: list[Diagnostic], base_dir: Path, *, kind: Optional[str], local_node: bool,
-               check_model_file, model_file_exists, working_dir: Optional[Path] = None) -> Optional[str]:
+               check_model_file, model_file_exists, working_dir: Optional[Path] = None,
+               vllm: Optional[VllmVersion] = None) -> Optional[str]:
     """Every check of one parsed document (serve or model config). No check
     can raise: a failure inside one is a warning (``_Sink.guard``)."""
     sink = _Sink(doc)
@@ -29,10 +31,10 @@ def _check_doc(doc: _Doc, results: list[Diagnostic], base_dir: Path, *, kind: Op
     elif is_serve:
         with sink.guard("serve config"):
             check_serve_config(doc, sink, base_dir, check_model_file, model_file_exists, local_node=local_node,
-                               working_dir=working_dir)
+                               working_dir=working_dir, vllm=vllm)
     elif "model_loading_config" in doc.data or kind == "model":
         with sink.guard("model config"):
-            model_id = check_llm_config(doc.data, sink, base_dir=base_dir, local_node=local_node)
+            model_id = check_llm_config(doc.data, sink, base_dir=base_dir, local_node=local_node, vllm=vllm)
     else:
         sink.add((), "neither a serve config (no 'applications') nor a model config (no 'model_loading_config')", code="not-a-config")
     with sink.guard("secrets"):
@@ -41,15 +43,22 @@ def _check_doc(doc: _Doc, results: list[Diagnostic], base_dir: Path, *, kind: Op
     return model_id
 
 
-def check_embedded(doc: _Doc, results: list[Diagnostic]) -> None:
+def check_embedded(doc: _Doc, results: list[Diagnostic], vllm: Optional[VllmVersion] = None) -> None:
     """Every serve-config check on a serve config embedded in another file (a
     RayService's serveConfigV2): it runs on the cluster, and its llm_configs
     must be inline (a file path is reported by the caller)."""
     _check_doc(doc, results, Path.cwd(), kind=None, local_node=False,
-               check_model_file=lambda target: None, model_file_exists=lambda target: False)
+               check_model_file=lambda target: None, model_file_exists=lambda target: False, vllm=vllm)
 
 
-def _as_manifest(path: Path) -> Optional[list[Diagnostic]]:
+def check_embedded_model(doc: _Doc, results: list[Diagnostic], vllm: Optional[VllmVersion] = None) -> None:
+    """Every model-config check on a model file embedded in another file (a
+    ConfigMap of a RayService manifest); it runs on the cluster."""
+    _check_doc(doc, results, Path.cwd(), kind="model", local_node=False,
+               check_model_file=lambda target: None, model_file_exists=lambda target: False, vllm=vllm)
+
+
+def _as_manifest(path: Path, vllm: Optional[VllmVersion] = None) -> Optional[list[Diagnostic]]:
     """Diagnostics of a Kubernetes manifest file (RayService), or None when the
     file is not one (then the serve/model config checks read it)."""
     from llmctl.validate.rayservice import manifest_nodes, validate_manifest
@@ -60,7 +69,8 @@ def _as_manifest(path: Path) -> Optional[list[Diagnostic]]:
         return None  # _read_doc reports it
     if nodes is None:
         return None
-    return validate_manifest(str(path), nodes, check_doc=check_embedded)
+    return validate_manifest(str(path), nodes, check_doc=lambda doc, results: check_embedded(doc, results, vllm),
+                             check_model=lambda doc, results: check_embedded_model(doc, results, vllm))
 
 
 def validate_text(path: str | Path, text: str) -> list[Diagnostic]:
@@ -69,20 +79,20 @@ def validate_text(path: str | Path, text: str) -> list[Diagnostic]:
     from llmctl.validate.rayservice import manifest_nodes, validate_manifest
 
     nodes = manifest_nodes(text) or []
-    return validate_manifest(str(path), nodes, check_doc=check_embedded)
+    return validate_manifest(str(path), nodes, check_doc=check_embedded, check_model=check_embedded_model)
 
 
 def _validate_file(path: Path, results: list[Diagnostic], kind: Optional[str] = None, local_node: bool = True,
-                   working_dir: Optional[Path] = None) -> Optional[str]:
-    if kind is None and path_probe(path, "is_file") and (manifest := _as_manifest(path)) is not None:
+                   working_dir: Optional[Path] = None, vllm: Optional[VllmVersion] = None) -> Optional[str]:
+    if kind is None and path_probe(path, "is_file") and (manifest := _as_manifest(path, vllm)) is not None:
         results.extend(manifest)
         return None
     doc = _read_doc(path, results)
     if doc is None:
         return None
     return _check_doc(
-        doc, results, path.resolve().parent, kind=kind, local_node=local_node, working_dir=working_dir,
-        check_model_file=lambda target: _validate_file(target, results, kind="model", local_node=local_node),
+        doc, results, path.resolve().parent, kind=kind, local_node=local_node, working_dir=working_dir, vllm=vllm,
+        check_model_file=lambda target: _validate_file(target, results, kind="model", local_node=local_node, vllm=vllm),
         model_file_exists=lambda target: path_probe(target, "is_file"),
     )
 
@@ -105,52 +115,58 @@ def _unique(results: Iterable[Diagnostic]) -> list[Diagnostic]:
 
 
 def validate_paths(paths: Iterable[Path | str], *, local_node: bool = True,
-                   working_dir: Path | str | None = None) -> list[Diagnostic]:
+                   working_dir: Path | str | None = None,
+                   vllm_version: VllmVersion | str | None = None) -> list[Diagnostic]:
     """Diagnostics for every file (errors, warnings, notes), in file order.
 
     ``local_node=False``: the apps run on another machine (a cluster), so what
     may exist only there — a local model directory, a ``server_cls`` or other
     class — is a warning when it is missing here. ``working_dir``: where
     relative ``llm_configs`` paths are opened, as Ray opens them (default: the
-    current directory)."""
+    current directory). ``vllm_version``: the vLLM the replicas run, whose
+    engine arguments ``engine_kwargs`` is checked against (default: the one Ray
+    pins; :func:`llmctl.vllm_version.reference_vllm`)."""
     wd = Path(working_dir).resolve() if working_dir is not None else Path.cwd()
+    vllm = reference_vllm(vllm_version)
     results: list[Diagnostic] = []
     for p in paths:
         one: list[Diagnostic] = []
-        _validate_file(Path(p), one, local_node=local_node, working_dir=wd)
+        _validate_file(Path(p), one, local_node=local_node, working_dir=wd, vllm=vllm)
         results += _ordered(one, str(p))
     return _unique(results)
 
 
-def validate_rendered(docs: Iterable[tuple[str, str, str]]) -> list[Diagnostic]:
+def validate_rendered(docs: Iterable[tuple[str, str, str]], vllm_version: VllmVersion | str | None = None) -> list[Diagnostic]:
     """Check documents before they are written: (path, text, kind) with kind
     "model" or "serve". Every document goes through every check a file on
     disk would; a serve config's llm_configs paths resolve to the rendered
-    model documents."""
+    model documents. ``vllm_version`` as for :func:`validate_paths`."""
     docs = list(docs)
+    vllm = reference_vllm(vllm_version)
     rendered = {str(Path(path)): text for path, text, kind in docs if kind == "model"}
     results: list[Diagnostic] = []
     ids: dict[str, Optional[str]] = {}
     for path, text, kind in docs:
         if kind == "model":
             ids[str(Path(path))] = _check_doc(_Doc(path, text), results, Path(path).parent, kind="model", local_node=True,
-                                              check_model_file=None, model_file_exists=None)
+                                              check_model_file=None, model_file_exists=None, vllm=vllm)
     for path, text, kind in docs:
         if kind == "serve":
             _check_doc(_Doc(path, text), results, Path(path).parent, kind=None, local_node=True,
                        check_model_file=lambda target: ids.get(str(target)),
-                       model_file_exists=lambda target: str(target) in rendered)
+                       model_file_exists=lambda target: str(target) in rendered, vllm=vllm)
     return _unique(results)
 
 
-def load_deployable(serve_path: Path | str, *, local_node: bool = True, working_dir: Path | str | None = None) -> dict:
+def load_deployable(serve_path: Path | str, *, local_node: bool = True, working_dir: Path | str | None = None,
+                    vllm_version: VllmVersion | str | None = None) -> dict:
     """The serve config as data with each model config file inlined (so it
     works on any cluster). Relative paths are opened from ``working_dir``
     (default: the current directory), as Ray opens them. Raises
     ValidationFailed if invalid."""
     serve_path = Path(serve_path)
     wd = Path(working_dir).resolve() if working_dir is not None else Path.cwd()
-    diags = validate_paths([serve_path], local_node=local_node, working_dir=wd)
+    diags = validate_paths([serve_path], local_node=local_node, working_dir=wd, vllm_version=vllm_version)
     errs = errors_only(diags)
     if errs:
         raise ValidationFailed(errs)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import os
 import re
 from pathlib import Path
@@ -21,13 +20,17 @@ from llmctl.sources import is_cloud_uri, looks_local_path, path_probe
 from llmctl.validate.deployment import ScalingHint, check_deployment_config, clean_msg, is_int
 from llmctl.validate.documents import _Sink
 from llmctl.validate.reference import _suggest, ray_accelerator_types
+from llmctl.vllm_version import VllmVersion
 
 
 _clean_msg = clean_msg  # re-exported for serve_config
 
 
-def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path, local_node: bool = True) -> Optional[str]:
-    """All checks of one LLMConfig mapping. Returns its model_id if readable."""
+def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path, local_node: bool = True,
+                     vllm: Optional[VllmVersion] = None) -> Optional[str]:
+    """All checks of one LLMConfig mapping. Returns its model_id if readable.
+    ``vllm``: the vLLM the engine arguments are checked against (default: the
+    one Ray pins, :func:`llmctl.vllm_version.reference_vllm`)."""
     if not isinstance(data, dict):
         sink.add((), "a model config must be a mapping (an LLMConfig)", code="not-a-config")
         return None
@@ -43,7 +46,7 @@ def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path, local_node: bool
         sink.add(("engine_kwargs",), "must be a mapping of vLLM engine arguments")
     elif isinstance(ek, dict):
         with sink.guard("engine arguments", ("engine_kwargs",)):
-            tp, pp, mml = _check_engine_kwargs(ek, sink)
+            tp, pp, mml = _check_engine_kwargs(ek, sink, vllm)
         if cpu_only and isinstance(bundles, list) and len(bundles) != tp * pp and not sink.has(("engine_kwargs", "tensor_parallel_size")):
             sink.add(("placement_group_config", "bundles"),
                      f"{len(bundles)} bundles for TP {tp} x PP {pp} = {tp * pp} engine workers; give one bundle per worker",
@@ -125,13 +128,20 @@ def _check_placement(data: dict, sink: _Sink):
     return gpu, cpu_only, bundles
 
 
-def _check_engine_kwargs(ek: dict, sink: _Sink) -> tuple[int, int, Optional[int]]:
-    """Every key a vLLM engine argument, every value of its type
-    (llmctl.engine_args: the installed vLLM's EngineArgs, or llmctl's table of
-    them); keys Ray Serve LLM refuses or replaces."""
+def _check_engine_kwargs(ek: dict, sink: _Sink, vllm: Optional[VllmVersion] = None) -> tuple[int, int, Optional[int]]:
+    """Every key an engine argument of the target vLLM (llmctl.engine_args:
+    the table of that release), every value of its type; keys Ray Serve LLM
+    refuses or replaces. Ray refuses a key that is neither an AsyncEngineArgs
+    nor a FrontendArgs field of the vLLM its replicas run ("Unknown engine
+    argument", vllm_models.py), so an unknown key is an error; one that a newer
+    vLLM llmctl knows has is a warning naming that release (the cluster may
+    run it: --vllm-version says so). The same for the keys inside config
+    mappings (llmctl.engine_args.nested: compilation_config.cudagraph_mode
+    must be a field of the target's CompilationConfig, of its type)."""
     from llmctl import engine_args as EA
 
-    specs, origin = EA.engine_args()
+    table = EA.table_for(vllm)
+    specs, origin = table.specs, table.origin
     for k, v in ek.items():
         key = str(k)
         loc = ("engine_kwargs", k)
@@ -139,15 +149,13 @@ def _check_engine_kwargs(ek: dict, sink: _Sink) -> tuple[int, int, Optional[int]
             sink.add(loc, EA.RAY_FORBIDS[key], code="ray-owned-engine-arg")
             continue
         if key not in specs:
-            near = EA.suggest(key, specs)
-            hint = f" (did you mean '{near}'?)" if near else ""
-            skew = _version_skew()
-            if skew and not (near and difflib.SequenceMatcher(None, key, near).ratio() >= 0.85):
-                # Not a near-miss of a known name, and the replicas run another vLLM: it may be an argument of that one.
-                sink.warn(loc, f"not an argument of {origin}{hint}; the replicas run {skew}, which llmctl cannot check here",
-                          code="unknown-engine-arg")
+            newer, older = EA.other_release_with(key, table)
+            if newer:
+                sink.warn(loc, f"exists from vLLM {newer.rpartition('.')[0]}; the target is {origin}, which refuses it "
+                               "(pass --vllm-version if the replicas run a newer vLLM)", code="newer-engine-arg")
                 continue
-            sink.add(loc, f"not a vLLM engine argument{hint} (checked against {origin})", code="unknown-engine-arg")
+            gone = f"; vLLM {older} had it" if older else ""
+            sink.add(loc, EA.unknown_reason(key, specs, origin) + gone, code="unknown-engine-arg")
             continue
         if key in EA.RAY_OVERRIDES:
             sink.warn(loc, EA.RAY_OVERRIDES[key], code="ray-overrides-engine-arg")
@@ -160,23 +168,14 @@ def _check_engine_kwargs(ek: dict, sink: _Sink) -> tuple[int, int, Optional[int]
             problem = f"must be a fraction in (0, 1], got {v!r}"
         if problem:
             sink.add(loc, problem, code="bad-engine-arg")
+        elif isinstance(v, dict):
+            # the keys inside a config mapping (compilation_config.cudagraph_mode, ...): fields of the target's class
+            for p in EA.check_nested(specs[key], v, origin=origin):
+                sink.add(loc + tuple(p.path), p.message, p.severity, code=p.code)
     tp = ek.get("tensor_parallel_size", 1) if is_int(ek.get("tensor_parallel_size", 1)) else 1
     pp = ek.get("pipeline_parallel_size", 1) if is_int(ek.get("pipeline_parallel_size", 1)) else 1
     mml = ek.get("max_model_len") if is_int(ek.get("max_model_len")) and ek.get("max_model_len", 0) >= 1 else None
     return max(tp, 1), max(pp, 1), mml
-
-
-def _version_skew() -> Optional[str]:
-    """"Ray's vllm==0.29.0" when the vLLM the keys are checked against (the
-    installed one; without one, the one llmctl's table was built from) is not
-    the one Ray pins."""
-    from llmctl import engine_args as EA
-    from llmctl.compat import check
-
-    vc = check()
-    if vc.vllm is None:
-        vc = check(EA.load_table()[1].get("vllm_version"))
-    return f"Ray's vllm{vc.pinned}" if vc.warning and vc.pinned else None
 
 
 def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp: int, pp: int, mml: Optional[int], sink: _Sink,

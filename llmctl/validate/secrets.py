@@ -23,6 +23,9 @@ from llmctl.validate.documents import _Sink
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PLACEHOLDER = re.compile(r"<\s*(?:YOUR|Your|your)[\w .-]*>|<[A-Z][A-Z0-9]*(?:[_-][A-Z0-9]+)+>|<(?:MODEL|TOKEN|BUCKET|PATH|NAME)>")
+# Helm / Go templates ({{ .Values.x }}) and envsubst's $VAR: neither Ray nor kubectl expands them.
+_HELM = re.compile(r"\{\{-?\s*[.$A-Za-z(][^{}]*\}\}")
+_BARE_VAR = re.compile(r"(?<![\w$\\])\$[A-Z_][A-Z0-9_]*\b(?!\()")
 # Fields whose text is a template or free text, where angle brackets are normal.
 _FREE_TEXT = re.compile(r"(template|prompt|description|stop|regex|pattern)", re.I)
 
@@ -64,9 +67,17 @@ def _env_name(loc: tuple, key: Any, what: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", str(key)).upper() if isinstance(key, str) else "SECRET"
 
 
-def check_secrets(data: Any, sink: _Sink) -> None:
+def _shell(loc: tuple) -> bool:
+    """A container's command / args / probe exec: a shell may expand $VAR there."""
+    return any(p in ("command", "args", "exec", "lifecycle") for p in loc) and \
+        any(p in ("containers", "initContainers") for p in loc)
+
+
+def check_secrets(data: Any, sink: _Sink, *, manifest: bool = False) -> None:
     """Literal tokens, ``${VAR}`` where Ray does not expand it, unfilled
-    placeholders: each an error at its field."""
+    placeholders, template expressions (Helm, envsubst): each an error at its
+    field. ``manifest``: a Kubernetes manifest, where ``${VAR}`` means the
+    file was meant for envsubst."""
     for loc, key, value in _walk(data):
         if not isinstance(value, str):
             continue
@@ -77,12 +88,27 @@ def check_secrets(data: Any, sink: _Sink) -> None:
                           f"write {name}: \"${{{name}}}\" under runtime_env.env_vars and export {name} where you deploy",
                      code="literal-token")
             continue
-        ph = None if _FREE_TEXT.search(str(key or "")) else _PLACEHOLDER.search(value)
+        free = bool(_FREE_TEXT.search(str(key or "")))
+        ph = None if free else _PLACEHOLDER.search(value)
         if ph:
             sink.add(loc, f"unfilled placeholder '{ph.group(0)}': replace it with the real value", code="placeholder")
             continue
+        helm = None if free else _HELM.search(value)
+        if helm:
+            sink.add(loc, f"'{helm.group(0)}' is a Helm / Go template expression that neither Ray nor kubectl expands: "
+                          "render the file first (helm template)", code="template")
+            continue
         ref = _ENV_REF.search(value)
-        if ref and not _in_runtime_env(loc) and not _FREE_TEXT.search(str(key or "")):
+        bare = None if (free or _in_runtime_env(loc) or _shell(loc)) else _BARE_VAR.search(value)
+        if manifest and ref and not _in_runtime_env(loc) and not free and not _shell(loc):
+            sink.add(loc, f"'{ref.group(0)}' is an envsubst-style reference kubectl does not expand: render the file first "
+                          "(envsubst < file | kubectl apply -f -)", code="template")
+            continue
+        if bare:
+            sink.add(loc, f"'{bare.group(0)}' is a shell / envsubst variable that neither Ray nor kubectl expands here: render "
+                          "the file first (envsubst), or use runtime_env.env_vars with \"${VAR}\"", code="template")
+            continue
+        if ref and not _in_runtime_env(loc) and not free:
             hint = ("; vLLM reads HF_TOKEN from the environment: delete this field and set runtime_env.env_vars.HF_TOKEN: "
                     "\"${HF_TOKEN}\"" if isinstance(key, str) and "token" in key.lower() else
                     "; only runtime_env (env_vars, pip, uv) expands variables")

@@ -12,6 +12,7 @@ from llmctl.validate.documents import _Doc, _Sink
 from llmctl.sources import path_probe
 from llmctl import builders
 from llmctl.validate.llm_config import _clean_msg, check_llm_config
+from llmctl.vllm_version import VllmVersion
 from llmctl.validate.reference import _suggest
 
 # Checks a model config file a serve config names (by its resolved path):
@@ -33,7 +34,7 @@ def config_file_path(entry: str, working_dir: Path) -> Path:
 
 def check_serve_config(doc: _Doc, sink: _Sink, base_dir: Path, check_model_file: ModelFileCheck,
                        model_file_exists: ModelFileExists, *, local_node: bool = True,
-                       working_dir: Optional[Path] = None) -> None:
+                       working_dir: Optional[Path] = None, vllm: Optional[VllmVersion] = None) -> None:
     data = doc.data
     apps = data.get("applications")
     if not isinstance(apps, list) or not apps:
@@ -56,14 +57,35 @@ def check_serve_config(doc: _Doc, sink: _Sink, base_dir: Path, check_model_file:
             if resolved.builder is not None:
                 with sink.guard(f"application {i + 1}", ("applications", i)):
                     _check_llm_app(doc, app, i, resolved.builder, sink, base_dir, check_model_file, model_file_exists,
-                                   local_node, working_dir or Path.cwd())
+                                   local_node, working_dir or Path.cwd(), vllm)
+            elif isinstance(app.get("import_path"), str):
+                with sink.guard(f"application {i + 1}", ("applications", i)):
+                    _check_custom_app(app, i, sink, base_dir, local_node, vllm)
     with sink.guard("Ray ServeDeploySchema"):
         ray_serve_schema(data, sink)
 
 
+def _check_custom_app(app: dict, i: int, sink: _Sink, base_dir: Path, local_node: bool,
+                      vllm: Optional[VllmVersion]) -> None:
+    """An application whose import_path is not one of Ray Serve LLM's
+    builders: say it was not checked, and check the LLMConfig-shaped mappings
+    in its args as LLMConfigs."""
+    found = 0
+    for slot, cfg in builders.custom_llm_configs(app.get("args")):
+        inner = _Sink(sink.doc, ("applications", i, "args") + slot)
+        check_llm_config(cfg, inner, base_dir=base_dir, local_node=local_node, vllm=vllm)
+        sink.items.extend(inner.items)
+        found += 1
+    checked = (f"; the {found} LLMConfig mapping{'s' if found != 1 else ''} in its args "
+               f"{'were' if found != 1 else 'was'} checked as LLMConfigs") if found else ""
+    sink.add(("applications", i, "import_path"), f"{app['import_path']!r} is not one of Ray Serve LLM's builders: llmctl "
+                                                 f"cannot check this application's code or args{checked}",
+             code="app-not-checked")
+
+
 def _check_llm_app(doc: _Doc, app: dict, i: int, builder: builders.Builder, sink: _Sink, base_dir: Path,
                    check_model_file: ModelFileCheck, model_file_exists: ModelFileExists, local_node: bool,
-                   working_dir: Path) -> None:
+                   working_dir: Path, vllm: Optional[VllmVersion] = None) -> None:
     args = app.get("args")
     loc = ("applications", i, "args")
     if not isinstance(args, dict):
@@ -112,7 +134,7 @@ def _check_llm_app(doc: _Doc, app: dict, i: int, builder: builders.Builder, sink
             data = _load(target)
         elif isinstance(entry, dict):
             inner = _Sink(doc, eloc)
-            model_id = check_llm_config(entry, inner, base_dir=base_dir, local_node=local_node)
+            model_id = check_llm_config(entry, inner, base_dir=base_dir, local_node=local_node, vllm=vllm)
             sink.items.extend(inner.items)
             data = entry
         else:

@@ -32,10 +32,15 @@ def manifest_nodes(text: str) -> Optional[list[Any]]:
     return None
 
 
-def validate_manifest(path: str, nodes: list[Any], *, check_doc) -> list[Diagnostic]:
+def validate_manifest(path: str, nodes: list[Any], *, check_doc, check_model=None) -> list[Diagnostic]:
     """Diagnostics for every document of a manifest file. ``check_doc(doc,
-    results)`` runs the serve-config checks on the embedded serveConfigV2."""
+    results)`` runs the serve-config checks on the embedded serveConfigV2,
+    ``check_model(doc, results)`` the model-config checks on a model file a
+    ConfigMap of the manifest holds."""
+    from llmctl.validate.rayservice import files
+
     out: list[Diagnostic] = []
+    cms = files.config_maps(nodes)
     for node in nodes:
         try:
             doc = _Doc(path, node=node)
@@ -52,12 +57,12 @@ def validate_manifest(path: str, nodes: list[Any], *, check_doc) -> list[Diagnos
                          "llmctl validates RayService objects", "note", code="k8s-skipped")
         else:
             with sink.guard("RayService"):
-                _rayservice(doc, sink, out, check_doc)
+                _rayservice(doc, sink, out, check_doc, check_model, cms)
         out.extend(sink.items)
     return out
 
 
-def _rayservice(doc: _Doc, sink: _Sink, out: list[Diagnostic], check_doc) -> None:
+def _rayservice(doc: _Doc, sink: _Sink, out: list[Diagnostic], check_doc, check_model, cms: dict) -> None:
     from llmctl.validate.secrets import check_secrets
 
     obj = doc.data
@@ -72,7 +77,7 @@ def _rayservice(doc: _Doc, sink: _Sink, out: list[Diagnostic], check_doc) -> Non
     bare = copy.deepcopy(obj)
     if isinstance(bare.get("spec"), dict):
         bare["spec"].pop("serveConfigV2", None)
-    check_secrets(bare, sink)
+    check_secrets(bare, sink, manifest=True)
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
     text = spec.get("serveConfigV2")
     if not isinstance(text, str):
@@ -91,8 +96,9 @@ def _rayservice(doc: _Doc, sink: _Sink, out: list[Diagnostic], check_doc) -> Non
         sink.add(("spec", "serveConfigV2"), "must be a Ray Serve config (applications: …)", code="not-a-config")
         return
     isink = _Sink(inner)
-    _serve_rules(inner.data, isink.add)
     results: list[Diagnostic] = []
+    _serve_rules(inner.data, isink.add)
+    _model_files(inner.data, obj, cms, doc.path, isink.add, results, check_model)
     check_doc(inner, results)
     results = [d for d in results if d.code != "no-such-file"]  # file paths: _serve_rules says why
     if not problems and not any(d.is_error for d in results + isink.items):
@@ -115,13 +121,57 @@ def _serve_rules(serve: dict, add) -> None:
     if isinstance(port, int) and port != 8000:
         add(("http_options", "port"), f"{port}: KubeRay's serve Service and readiness probe use the container port named "
                                       "serve (8000 in llmctl's manifests); make them equal", "warning", code="k8s-http-port")
+
+
+def _model_files(serve: dict, obj: dict, cms: dict, path: str, add, results: list[Diagnostic], check_model) -> None:
+    """Model config files serveConfigV2 names, resolved as Ray resolves them on
+    the pod (:mod:`.files`): from a ConfigMap of this manifest they are
+    validated; from a volume llmctl cannot read, a note; not there, an error."""
+    from llmctl.builders import app_llm_configs
+    from llmctl.validate.rayservice import files
+
     apps = serve.get("applications")
     for i, app in enumerate(apps if isinstance(apps, list) else []):
         for slot, entry in app_llm_configs(app):
-            if isinstance(entry, str):
-                add(("applications", i) + slot, f"'{entry}' is a file path: the operator sends serveConfigV2 to the cluster as "
-                                                "text and the pods do not have this file; inline the LLMConfig "
-                                                "(llmctl kuberay does)", code="k8s-file-path")
+            if not isinstance(entry, str):
+                continue
+            loc = ("applications", i) + slot
+            r = files.resolve(entry, obj)
+            if r is None:
+                add(loc, f"'{entry}': the Ray container's working directory is not known (no workingDir, not a rayproject "
+                         "image), so llmctl cannot tell where Ray opens it; not checked", "note", code="k8s-file-path")
+                continue
+            if r.mount is None:
+                add(loc, f"'{entry}' is a file path: Ray opens {r.path} on the pod, and no volume is mounted there (the "
+                         "operator sends serveConfigV2 as text; the image does not have the file); inline the LLMConfig "
+                         "(llmctl kuberay does) or mount a ConfigMap with it", "error", code="k8s-file-path")
+                continue
+            vol = r.volume or {}
+            cm = vol.get("configMap") if isinstance(vol.get("configMap"), dict) else None
+            if cm is None:
+                kind = next((k for k in ("persistentVolumeClaim", "hostPath", "nfs", "csi", "emptyDir") if k in vol), "volume")
+                add(loc, f"'{entry}' is {r.path} on a {kind} volume ({r.mount.get('name')}): it cannot be read here; not "
+                         "checked", "note", code="k8s-file-path")
+                continue
+            name = cm.get("name")
+            if name not in cms:
+                add(loc, f"'{entry}' comes from ConfigMap {name!r}, which is not in this file: it cannot be read here; "
+                         "not checked", "note", code="k8s-file-path")
+                continue
+            node = files.data_node(cms[name], r.key or "")
+            if node is None or not isinstance(getattr(node, "value", None), str):
+                add(loc, f"'{entry}' is {r.path}, from ConfigMap {name!r}, which has no key {r.key!r}: Ray will not find "
+                         "the file", "error", code="k8s-file-path")
+                continue
+            if check_model is None:
+                continue
+            offset = node.start_mark.line + 1 if node.style in ("|", ">") else node.start_mark.line
+            try:
+                mdoc = _Doc(f"{path} (ConfigMap {name}: {r.key})", node.value, line_offset=offset)
+            except yaml.YAMLError as e:
+                add(loc, f"ConfigMap {name!r} key {r.key!r}: malformed YAML: {getattr(e, 'problem', None) or e}", code="yaml")
+                continue
+            check_model(mdoc, results)
 
 
 def _value_node(node: Any, path: tuple) -> Any:

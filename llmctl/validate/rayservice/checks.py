@@ -65,10 +65,10 @@ def operator_rules(obj: dict, add: Add) -> None:
     if t is None:
         add(("metadata",), f"no {TIMEOUT_ANNOTATION} annotation: a pod that never starts (a bad image, no GPU node) "
                            "leaves the RayService Initializing forever; e.g. \"30m\" (kuberay#4138)", "note",
-            code="k8s-timeout")
+            code="k8s-no-timeout")
     elif not (isinstance(t, str) and _GO_DURATION.match(t) and re.search(r"[1-9]", t)):
         add(("metadata", "annotations", TIMEOUT_ANNOTATION), f"{t!r} is not a positive duration such as \"30m\" or \"1h30m\"",
-            code="k8s-annotation")
+            code="k8s-timeout")
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
     us = spec.get("upgradeStrategy")
     ut = us.get("type") if isinstance(us, dict) else None
@@ -218,7 +218,7 @@ def gpu_arithmetic(obj: dict, serve: dict, add: Add, add_serve: Add) -> None:
             elif acc and g.autoscaling and g.pods_min == 0 and g.selected is not None and ACC_PREFIX + acc not in g.declared:
                 add(_gloc(g, "minReplicas"), f"0 pods at rest: the autoscaler cannot scale {g.name} up from zero for "
                                              f"accelerator_type {acc} unless rayStartParams.resources declares it (kuberay#863)",
-                    "warning", code="k8s-accelerator")
+                    code="k8s-scale-from-zero")
         holds = [g for g in fit if int(g.gpus or 0) >= tp and int(g.gpus or 0) % tp == 0]
         if not holds:
             g = fit[0]
@@ -236,7 +236,7 @@ def gpu_arithmetic(obj: dict, serve: dict, add: Add, add_serve: Add) -> None:
             if pp > 1 and G % gpu_n and gpu_n % G:
                 add(_gloc(g, "template", "spec", "containers", 0, "resources", "limits"),
                     f"{G} GPUs per pod vs {mid}'s TP {tp} x PP {pp} = {gpu_n}: pipeline stages land unevenly on pods",
-                    "warning", code="k8s-gpus")
+                    code="k8s-pp-uneven")
             if tp > 1 and not _has_shm(rc["workerGroupSpecs"][g.index]):
                 add(_gloc(g, "template", "spec"), f"no /dev/shm memory volume: Kubernetes' 64 MB default breaks NCCL "
                                                   f"for {mid}'s TP {tp} (mount an emptyDir with medium: Memory at /dev/shm)",
@@ -309,11 +309,15 @@ def _capacity(grps, ds, llm_slots, llm_demands, wanted, rc, add_serve, place, pl
         if not isinstance((llm.get("deployment_config") or {}).get("autoscaling_config"), dict):
             asc = ("deployment_config", "num_replicas")
         if d.deployment == "OpenAiIngress":
+            # min_replicas that cannot be placed: the app never runs (an error); max_replicas: the extra stay pending
+            severity, code = ("error", "k8s-capacity") if what == "min_replicas" else (None, "k8s-max-replicas")
             add_serve(loc, f"{d.app}/OpenAiIngress: {what} {count(d)} do not fit next to the models: each needs 1 CPU and the "
-                           "pods have no CPU left (head num-cpus \"0\" puts it on the workers)", code="k8s-capacity")
+                           "pods have no CPU left (head num-cpus \"0\" puts it on the workers)", severity, code=code)
         else:
+            severity, code = ("error", "k8s-capacity") if what == "min_replicas" else (None, "k8s-max-replicas")
+            tail = "" if what == "min_replicas" else ": the extra replicas stay pending; the app runs"
             add_serve(loc + asc, f"{what} {count(d)} of {d.deployment.split(':', 1)[1]} need {count(d) * gpus} GPUs "
                                  f"({gpus} per replica) but the worker groups at {reach} hold {placed} replica(s) next to the "
-                                 f"other deployments ({have}); raise the group's maxReplicas or the GPUs per pod",
-                      code="k8s-capacity")
+                                 f"other deployments ({have}){tail}; raise the group's maxReplicas or the GPUs per pod",
+                      severity, code=code)
         return
