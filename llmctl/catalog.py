@@ -52,6 +52,7 @@ class Recipe(_Strict):
     engine_kwargs: dict[str, Any]
     source: str
     note: Optional[str] = None  # what the recipe asks that llmctl cannot write (e.g. a chat template file)
+    chat_template: Optional[str] = None  # the examples/*.jinja of vLLM's repository the source passes with --chat-template
 
 
 RECIPE_FEATURES = {

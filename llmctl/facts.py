@@ -240,7 +240,13 @@ def _modality_kwargs(cli: str) -> dict:
 
 
 def recipes_of(row: dict) -> dict:
-    """Engine settings per feature, each with its source (catalog ``recipes``)."""
+    """Engine settings per feature, each with its source (catalog ``recipes``):
+    the facts row's own (vLLM's recipe for that model), then, for a feature
+    it leaves out, the recipe of the model's family in vLLM's documentation
+    (:data:`llmctl.recipes.FAMILY_RECIPES`, each with the file and section of
+    vLLM's documentation it was read from)."""
+    from llmctl.recipes import family_recipes, template_note
+
     v = row.get("vllm") or {}
     src = v.get("source") or "the facts row's vllm fields"
     out: dict = {}
@@ -254,10 +260,8 @@ def recipes_of(row: dict) -> dict:
         out["required"] = {"engine_kwargs": {"trust_remote_code": True}, "source": src}
     template = next((a.split("--chat-template", 1)[1].split()[0] for a in extra if a.startswith("--chat-template ")), None)
     if template and "tool_calling" in out:
-        out["tool_calling"]["note"] = (
-            f"vLLM's recipe also passes --chat-template {template}, a file of vLLM's source repository (not installed "
-            "with vLLM): if tool calls come back as plain text, put it on every node and set engine_kwargs.chat_template "
-            "to its path")
+        out["tool_calling"]["note"] = template_note(template)
+        out["tool_calling"]["chat_template"] = template
     for feature, prefix in (("text_only", "text-only:"), ("image_only", "image-only:")):
         kwargs = next((_modality_kwargs(a[len(prefix):]) for a in extra if a.startswith(prefix)), None)
         if kwargs:
@@ -271,6 +275,9 @@ def recipes_of(row: dict) -> dict:
         out["pooling"] = {"engine_kwargs": {"runner": "pooling"},
                           "source": "vLLM's pooling runner (--runner pooling; the SequenceClassification architecture "
                                     "selects scoring), served on /v1/score"}
+    else:
+        for feature, recipe in family_recipes(row["hf_repo"]).items():
+            out.setdefault(feature, recipe)
     return out
 
 

@@ -222,8 +222,22 @@ def summary_rows(spec: DeploymentSpec) -> Iterable[dict[str, Any]]:
         yield {
             "model_id": m.model_id, "source": m.source, "gpu": m.gpu.name, "tp": m.tp, "pp": m.pp,
             "replicas": f"{m.min_replicas}-{m.max_replicas}", "max_model_len": mml, "fit": fit,
-            "reasons": (list(m.choice.reasons) if m.choice is not None else []) + recipe_notes(m),
+            "reasons": (list(m.choice.reasons) if m.choice is not None else []) + recipes_applied(m) + recipe_notes(m),
         }
+
+
+def recipes_applied(m: ModelSpec) -> list[str]:
+    """Which catalog recipes a model's settings apply, and which it could."""
+    from llmctl.catalog import RECIPE_FEATURES
+
+    applied, offered = [], []
+    for feature, r in m.profile.recipes.items():
+        if r.engine_kwargs and all(m.engine_extra.get(k) == v for k, v in r.engine_kwargs.items()):
+            shown = ", ".join(f"{k}={v}" for k, v in r.engine_kwargs.items())
+            applied.append(f"recipe applied: {RECIPE_FEATURES.get(feature, feature)}: {shown}")
+        elif feature in ("tool_calling", "reasoning"):
+            offered.append(RECIPE_FEATURES[feature])
+    return applied + ([f"recipes not applied: {', '.join(offered)}"] if offered else [])
 
 
 def recipe_notes(m: ModelSpec) -> list[str]:

@@ -36,10 +36,24 @@ MAX_MODEL_LEN = 512
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
 BOS, EOS, UNK, PAD = "<s>", "<|end|>", "<unk>", "<pad>"
 
+# Renders `tools` and assistant tool calls the Hermes way (<tools> signatures,
+# <tool_call>{"name": …, "arguments": …}</tool_call>), the format vLLM's
+# `hermes` tool parser reads, so `gen-config --tool-calling` recognises it
+# (llmctl.recipes.template_recipes) and the end-to-end test can send `tools`.
+# Without tools the prompt is what it always was.
 CHAT_TEMPLATE = (
     "{{ bos_token }}"
+    "{% if tools %}{{ '<|system|>\\n<tools>\\n' }}"
+    "{% for tool in tools %}{{ (tool.function if tool.function is defined else tool) | tojson }}{{ '\\n' }}{% endfor %}"
+    "{{ '</tools>\\nTo call a tool, answer <tool_call>{\"name\": NAME, \"arguments\": ARGS}</tool_call><|end|>\\n' }}"
+    "{% endif %}"
     "{% for message in messages %}"
-    "{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}"
+    "{{ '<|' + message['role'] + '|>\\n' }}{% if message['content'] %}{{ message['content'] }}{% endif %}"
+    "{% if message.tool_calls is defined and message.tool_calls %}{% for call in message.tool_calls %}"
+    "{% set f = call.function if call.function is defined else call %}"
+    "{{ '<tool_call>' }}{{ {'name': f.name, 'arguments': f.arguments} | tojson }}{{ '</tool_call>' }}"
+    "{% endfor %}{% endif %}"
+    "{{ '<|end|>\\n' }}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
 )

@@ -3,8 +3,11 @@
 Run once when the reference data changes:  .venv/bin/python scripts/build_catalog.py
 It rewrites every entry from the facts, then fills `parameters` (computed by
 llmctl.sizing.count_parameters) and `recommended` (llmctl.sizing's advice per
-GPU type). Hand edits to catalog files are overwritten: change the facts or
-the FILL table below instead. tests/test_catalog.py checks that every entry
+GPU type). `recipes` are the facts row's vLLM recipe, and for tool calling /
+reasoning it leaves out, the model family's in vLLM's documentation
+(llmctl/recipes.py FAMILY_RECIPES, via llmctl.facts.recipes_of). Hand edits
+to catalog files are overwritten: change the facts, the FILL table or the
+family table instead. tests/test_catalog.py checks that every entry
 still matches the facts it cites and that the derived fields agree with the
 code.
 """

@@ -16,6 +16,7 @@ DOWN = "\x1b[B"
 ENTER = "\r"
 BACKSPACE = "\x7f"
 TIMEOUT = 60
+POINTER = r"» (\x1b\[[0-9;]*m)*"  # the highlighted row of a list (questionary's pointer, then styling)
 
 
 def _spawn(*args: str, cwd: Path) -> pexpect.spawn:
@@ -47,7 +48,12 @@ def test_interactive_flow_matches_flags(capsys, tmp_path):
     c.expect("GPU type")
     c.send(DOWN)                    # the recommended L4 is preselected; one down: A10G
     c.send(ENTER)
-    c.expect("Engine settings .vLLM engine arguments.: vLLM's defaults")
+    c.expect("Turn on tool calling for qwen3-0.6b .enable_auto_tool_choice=True, tool_call_parser=hermes; recommended")
+    c.send(ENTER)                   # default: yes (works with the model's own chat template)
+    c.expect("Turn on reasoning for qwen3-0.6b .reasoning_parser=qwen3; recommended: it thinks before answering")
+    c.send(ENTER)                   # default: yes (Qwen3 thinks by default)
+    c.expect("Engine settings .vLLM engine arguments.: enable_auto_tool_choice=True, tool_call_parser=hermes, "
+             "reasoning_parser=qwen3")
     c.send(ENTER)                   # default: none added
     c.expect("Tensor-parallel size")
     c.expect("TP 8")                # choices carry the verdict; wait for the full list
@@ -84,13 +90,15 @@ def test_interactive_flow_matches_flags(capsys, tmp_path):
     out_f = tmp_path / "flags"
     r = run_cli(capsys, "gen-config", "-m", "qwen3-0.6b", "--model-id", "qwen3-0.6b", "--gpu", "A10G",
                 "--max-model-len", "32768", "--tp", "2", "--min-replicas", "2", "--max-replicas", "4",
-                "--no-fast-download", "--app-name", "llm_app", "--route-prefix", "/", "--yes", "-o", out_f)
+                "--no-fast-download", "--tool-calling", "--reasoning", "--app-name", "llm_app", "--route-prefix", "/",
+                "--yes", "-o", out_f)
     assert r.code == 0, r.err
     serve_i, models_i = _normalized(out_i)
     serve_f, models_f = _normalized(out_f)
     assert serve_i == serve_f
     assert models_i == models_f
     assert models_i[0]["engine_kwargs"]["tensor_parallel_size"] == 2
+    assert models_i[0]["engine_kwargs"]["reasoning_parser"] == "qwen3"
     assert models_i[0]["accelerator_type"] == "A10G"
     asc = models_i[0]["deployment_config"]["autoscaling_config"]
     assert (asc["min_replicas"], asc["max_replicas"]) == (2, 4) and asc["target_ongoing_requests"] >= 1
@@ -150,6 +158,8 @@ def test_interactive_custom_model_gated_token_and_second_model(tmp_path):
     c.send(ENTER)
     c.expect("GPU type")
     c.send(ENTER)                   # recommended: L4
+    c.expect("Turn on tool calling for llama-3.2-1b-instruct .*needs vLLM's tool_chat_template_llama3.2_json.jinja")
+    c.send(ENTER)                   # default: no (the documented recipe needs a template file)
     c.expect("Engine settings")
     c.send(ENTER)
     c.expect("Tensor-parallel size")
@@ -187,6 +197,85 @@ def test_interactive_custom_model_gated_token_and_second_model(tmp_path):
     assert models[1]["runtime_env"]["env_vars"] == {"HF_TOKEN": "${MY_TOKEN}", "HF_HUB_ENABLE_HF_TRANSFER": "1"}
 
 
+# Every question the default model meets, in order; Enter answers each.
+ENTER_ONLY = ["Model .type to search.", "Model id clients will send", "GPU type",
+              "Turn on tool calling for qwen2.5-0.5b-instruct", "Engine settings", "Tensor-parallel size",
+              "max_model_len .tokens", "Minimum replicas", "Maximum replicas", "Autoscaling details",
+              "Serve LoRA adapters", "fast downloads", "Add another model", "Serve application name", "Route prefix",
+              "Write 2 files"]
+
+
+@pytest.mark.parametrize("gpu", [[], ["--gpu", "cpu"]], ids=["no-gpu-flag", "gpu-cpu"])
+def test_enter_at_every_prompt_writes_files_that_validate(capsys, tmp_path, gpu):
+    """Issue 21: the list opens on the catalog's default model, shown as
+    such; Enter at every question (declining "add another model", its
+    default) writes files `llmctl validate` accepts."""
+    out = tmp_path / "o"
+    c = _spawn("gen-config", *gpu, "-o", str(out), cwd=tmp_path)
+    c.expect("Model .type to search.")
+    c.expect(POINTER + r"qwen2\.5-0\.5b-instruct  \(Qwen/Qwen2\.5-0\.5B-Instruct, 0\.5B, chat\) \(default\)")
+    c.send(ENTER)
+    for prompt in ENTER_ONLY[1:]:
+        if prompt == "GPU type" and gpu:
+            continue
+        if prompt.startswith("Write"):  # the summary comes first, saying which recipes were applied
+            c.expect("qwen2.5-0.5b-instruct: recipe applied: tool calling .--tool-calling.: enable_auto_tool_choice=True, "
+                     "tool_call_parser=hermes")
+        c.expect(prompt)
+        c.send(ENTER)
+    c.expect("Wrote:")
+    c.expect(pexpect.EOF)
+    c.close()
+    assert c.exitstatus == 0
+    serve, models = _normalized(out)
+    assert models[0]["model_loading_config"] == {"model_id": "qwen2.5-0.5b-instruct",
+                                                 "model_source": "Qwen/Qwen2.5-0.5B-Instruct"}
+    assert models[0]["engine_kwargs"]["tool_call_parser"] == "hermes"  # the recommended default: on
+    assert models[0].get("accelerator_type") == (None if gpu else "L4")
+    r = run_cli(capsys, "validate", serve_file(out))
+    assert r.code == 0, (r.out, r.err)
+
+
+def test_search_picks_the_match_and_empty_other_returns_to_the_list(tmp_path):
+    """Typing filters the list and Enter picks the match; "Other" (last) with
+    an empty answer goes back to the list instead of failing."""
+    out = tmp_path / "o"
+    c = _spawn("gen-config", "--gpu", "L4", "--tp", "1", "--max-model-len", "4096", "--min-replicas", "1",
+               "--max-replicas", "1", "--no-fast-download", "--no-tool-calling", "--app-name", "a", "--route-prefix", "/",
+               "-o", str(out), cwd=tmp_path)
+    c.expect("Model .type to search.")
+    c.send("Other")
+    c.expect(POINTER + "Other: a Hugging Face repo id")
+    c.send(ENTER)
+    c.expect("Hugging Face repo id, local directory, or s3:// / gs:// URI:")
+    c.expect("empty: back to the list")
+    c.send(ENTER)                   # empty: back to the list, not "empty model name"
+    c.expect("Model .type to search.")
+    c.send("llama-3.2-3b")
+    c.expect(POINTER + r"llama-3\.2-3b-instruct")
+    c.send(ENTER)
+    c.expect("Model id clients will send")
+    c.send(ENTER)
+    c.expect("Engine settings")
+    c.send("n")
+    c.expect("Autoscaling details")
+    c.send("n")
+    c.expect("Serve LoRA adapters")
+    c.send("n")
+    c.expect("is gated: NAME of the environment variable")
+    c.send(ENTER)
+    c.expect("Add another model")
+    c.send(ENTER)
+    c.expect("Write 2 files")
+    c.send("y")
+    c.expect(pexpect.EOF)
+    c.close()
+    assert c.exitstatus == 0
+    _, models = _normalized(out)
+    assert models[0]["model_loading_config"]["model_source"] == "meta-llama/Llama-3.2-3B-Instruct"
+    assert "tool_call_parser" not in models[0]["engine_kwargs"]
+
+
 def test_ctrl_c_writes_nothing(tmp_path):
     out = tmp_path / "o"
     c = _spawn("gen-config", "-o", str(out), cwd=tmp_path)
@@ -202,8 +291,8 @@ def test_ctrl_c_writes_nothing(tmp_path):
 def test_confirmation(tmp_path, answer, code):
     out = tmp_path / "o"
     c = _spawn("gen-config", "-m", "qwen3-0.6b", "--gpu", "L4", "--tp", "1", "--min-replicas", "1", "--max-replicas", "1",
-               "--max-model-len", "4096", "--model-id", "q", "--no-fast-download", "--app-name", "a", "--route-prefix", "/",
-               "-o", str(out), cwd=tmp_path)
+               "--max-model-len", "4096", "--model-id", "q", "--no-fast-download", "--no-tool-calling", "--no-reasoning",
+               "--app-name", "a", "--route-prefix", "/", "-o", str(out), cwd=tmp_path)
     c.expect("Engine settings")  # the only questions no flag answered
     c.send("n")
     c.expect("Autoscaling details")
@@ -225,8 +314,8 @@ def test_autoscaling_details_step_defaults_to_the_derived_values(tmp_path):
 
     out = tmp_path / "o"
     c = _spawn("gen-config", "-m", "qwen3-0.6b", "--gpu", "L4", "--tp", "1", "--min-replicas", "1", "--max-replicas", "3",
-               "--max-model-len", "4096", "--model-id", "q", "--no-fast-download", "--app-name", "a", "--route-prefix", "/",
-               "-o", str(out), cwd=tmp_path)
+               "--max-model-len", "4096", "--model-id", "q", "--no-fast-download", "--no-tool-calling", "--no-reasoning",
+               "--app-name", "a", "--route-prefix", "/", "-o", str(out), cwd=tmp_path)
     c.expect("Engine settings")
     c.send("n")
     c.expect("Autoscaling details: target")

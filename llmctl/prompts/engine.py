@@ -13,13 +13,15 @@ the flag to use.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional
 
 from llmctl import engine_args as EA
 from llmctl import spec as S
-from llmctl.catalog import ModelProfile
+from llmctl.catalog import ModelProfile, Recipe, load_catalog
 from llmctl.errors import UsageError
 from llmctl.prompts.session import Flags, Session, ask_confirm, ask_select, ask_text
+from llmctl.recipes import family_recipes, read_chat_template, template_recipes
 
 NAMED = (
     ("--dtype", "dtypes", "dtype"),
@@ -61,20 +63,69 @@ def _parse_answer(text: str) -> Optional[tuple[str, Any]]:
     return EA.parse_engine_arg(str(text).strip())
 
 
+def profile_with_recipes(profile: ModelProfile) -> ModelProfile:
+    """A model outside the catalog with the recipes llmctl can know for it:
+    its documented family's, from its Hugging Face repo id, or, for a local
+    directory, the tool-call format its chat template teaches
+    (:mod:`llmctl.recipes`). Catalog models keep their own."""
+    if profile.origin == "catalog" or profile.recipes:
+        return profile
+    if profile.origin == "hf":
+        found = family_recipes(profile.hf_repo)
+    elif profile.origin == "local":
+        found = template_recipes(read_chat_template(Path(profile.hf_repo)))
+    else:
+        found = {}
+    if not found:
+        return profile
+    return profile.model_copy(update={"recipes": {k: Recipe.model_validate(v) for k, v in found.items()}})
+
+
+def recipe_default(profile: ModelProfile, feature: str) -> tuple[bool, str]:
+    """(default answer, why) of the terminal's question about a recipe.
+
+    Reasoning: on for a model that thinks before it answers (catalog task
+    "reasoning": vLLM's reasoning-outputs page, e.g. "the reasoning feature for
+    the Qwen3 series is enabled by default"), so the thinking lands in
+    ``reasoning`` and not in ``content``. Tool calling: on when the model's own
+    chat template is enough (vLLM's tool-calling page: "Hermes, Mistral and
+    Llama models have tool-compatible chat templates"), off when the
+    documented recipe needs a template file of vLLM's repository that llmctl
+    cannot put on the cluster."""
+    recipe = profile.recipes.get(feature)
+    if feature == "reasoning":
+        if profile.task == "reasoning":
+            return True, "recommended: it thinks before answering"
+        return False, "it answers without thinking unless asked"
+    if recipe is not None and recipe.chat_template:
+        return False, f"needs vLLM's {recipe.chat_template.rsplit('/', 1)[-1]} on the cluster"
+    return True, "recommended: works with the model's own chat template"
+
+
+def models_with(feature: str) -> list[str]:
+    """Catalog ids that have a recipe for ``feature``."""
+    return [p.id for p in load_catalog().values() if p.recipes.get(feature)]
+
+
 def recipe_args(session: Session, flags: Flags, profile: ModelProfile) -> dict[str, Any]:
     """The catalog recipe's settings: what the model needs to load (always),
-    and tool calling / reasoning when asked for (flags, or a terminal's yes)."""
+    and tool calling / reasoning when asked for (flags, or a terminal's answer,
+    whose default is :func:`recipe_default`; without a terminal they are
+    opt-in: --tool-calling / --reasoning)."""
     out: dict[str, Any] = {}
     out.update(profile.recipe_for("required"))
     out.update(profile.recipe_for("pooling"))
     for feature, flag, value in (("tool_calling", "--tool-calling", flags.tool_calling), ("reasoning", "--reasoning", flags.reasoning)):
         recipe = profile.recipe_for(feature)
+        what = feature.replace("_", " ")
         if value and not recipe:
-            raise UsageError(f"{flag}: {profile.id} has no {feature.replace('_', ' ')} recipe in llmctl's catalog; give the "
-                             "settings with --engine-arg (e.g. tool_call_parser=…, reasoning_parser=…)")
+            raise UsageError(f"{flag}: {profile.id} has no {what} recipe (vLLM's documentation names no {what} parser "
+                             f"for it); catalog models with one: {', '.join(models_with(feature))}; or give the settings "
+                             "with --engine-arg (e.g. tool_call_parser=…, reasoning_parser=…)")
         if value is None and recipe and session.interactive and not session.assume_yes:
             shown = ", ".join(f"{k}={v}" for k, v in recipe.items())
-            value = ask_confirm(f"Turn on {feature.replace('_', ' ')} for {profile.id} ({shown})?", False)
+            default, why = recipe_default(profile, feature)
+            value = ask_confirm(f"Turn on {what} for {profile.id} ({shown}; {why})?", default)
         if value:
             out.update(recipe)
     out.update(_inputs_recipe(session, flags, profile))

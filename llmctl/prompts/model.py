@@ -11,23 +11,35 @@ from llmctl import spec as S
 from llmctl.catalog import ModelProfile, load_catalog, resolve_model
 from llmctl.errors import UsageError
 from llmctl.hardware import GPUS, GPUType
-from llmctl.prompts.engine import ask_engine_args
+from llmctl.prompts.engine import ask_engine_args, profile_with_recipes
 from llmctl.prompts.scaling import ask_autoscaling
 from llmctl.prompts.session import CUSTOM, Flags, Session, ask_confirm, ask_select, ask_text, per_model
 
+# The model the list opens on: Ray Serve LLM's own quickstart model (Ray's docs
+# serve Qwen/Qwen2.5-0.5B-Instruct as "qwen-0.5b"): small enough for every GPU
+# type and for vLLM's CPU build, not gated, with a tool-calling recipe that
+# needs no template file, so Enter at every prompt gives files that validate.
+DEFAULT_MODEL = "qwen2.5-0.5b-instruct"
+
+
 def _model_choices(catalog: dict[str, ModelProfile]) -> list[tuple[str, Any]]:
-    # "Other" first: with 50+ catalog models the list is taller than most
-    # terminals, and a search that matches only the last row would show it below the screen.
-    rows: list[tuple[str, Any]] = [("Other: a Hugging Face repo id, a local directory, or s3:// / gs:// weights…", CUSTOM)]
+    # "Other" last: the list opens on the default model, and typing filters it.
+    rows: list[tuple[str, Any]] = []
     for p in catalog.values():
         params = f"{p.parameters.total / 1e9:.1f}B" if p.parameters else "?"
         gated = ", gated" if p.gated else ""
-        rows.append((f"{p.id}  ({p.hf_repo}, {params}, {p.task}{gated})", p.id))
+        default = " (default)" if p.id == DEFAULT_MODEL else ""
+        rows.append((f"{p.id}  ({p.hf_repo}, {params}, {p.task}{gated}){default}", p.id))
+    rows.append(("Other: a Hugging Face repo id, a local directory, or s3:// / gs:// weights…", CUSTOM))
     return rows
 
 
 def _parse_model(text: str) -> ModelProfile:
     return resolve_model(str(text))
+
+
+def _parse_optional_model(text: str) -> Optional[ModelProfile]:
+    return None if not str(text).strip() else _parse_model(text)
 
 
 @dataclass
@@ -70,16 +82,21 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
     pm = lambda values, flag: per_model(values, flag, n, i)  # noqa: E731
 
     def ask_model():
-        choice = ask_select("Model (type to search):", _model_choices(catalog), search=True)
-        if choice != CUSTOM:
-            return catalog[choice]
-        return ask_text("Hugging Face repo id, local directory, or s3:// / gs:// URI:", _parse_model)
+        while True:
+            choice = ask_select("Model (type to search):", _model_choices(catalog), search=True,
+                                default=DEFAULT_MODEL if DEFAULT_MODEL in catalog else None)
+            if choice != CUSTOM:
+                return catalog[choice]
+            typed = ask_text("Hugging Face repo id, local directory, or s3:// / gs:// URI:", _parse_optional_model,
+                             instruction="(empty: back to the list)")
+            if typed is not None:
+                return typed
 
     model_flag = flags.models[i] if i < len(flags.models) else None
-    profile: ModelProfile = session.answer(
+    profile: ModelProfile = profile_with_recipes(session.answer(
         model_flag, flag="--model", label="model",
         parse=_parse_model, ask=ask_model,
-    )
+    ))
     default_id = profile.id
     k = 2
     while default_id in taken_ids:
