@@ -26,6 +26,13 @@ from llmctl.vllm_version import ray_vllm_pin  # noqa: F401  (re-exported: caller
 KNOWN: dict[str, tuple[str, dict[str, str]]] = {
     "2.60": ("0.33", {"0.32": "KV-aware request routing (a module Ray imports for it is missing in vLLM 0.32)"}),
 }
+# Ray minor version -> (the oldest vLLM with every module it imports, what older ones lack).
+# Read from the sdists: Ray 2.60's `from vllm.X import` modules against each release's
+# files — vLLM 0.28 and 0.25 lack vllm.entrypoints.launchers.cli_args (imported at
+# start-up) and vllm.entrypoints.serve.engine.protocol; 0.11 lacks 22 of the 37.
+OLDEST: dict[str, tuple[str, str]] = {
+    "2.60": ("0.29", "vllm.entrypoints.launchers.cli_args, which Ray imports at start-up"),
+}
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,7 @@ class VersionCheck:
     vllm: Optional[str]
     pinned: Optional[str]  # Ray's requirement, e.g. "==0.29.0"
     warning: Optional[str]  # None when the pair is fine (or cannot be judged)
+    fails: bool = False  # a module Ray imports at start-up is missing: replicas fail at import
 
 
 def _version(*dists: str) -> Optional[str]:
@@ -66,16 +74,21 @@ def check(vllm_version: Optional[str] = None, ray_version: Optional[str] = None,
     fails_from, partial = KNOWN.get(minor, (None, {}))
     vminor = f"{v.major}.{v.minor}"
     head = f"vLLM {vllm_v} with Ray {ray_v}, which pins vllm{spec}"
+    oldest, lacking = OLDEST.get(minor, (None, ""))
+    fails = (fails_from is not None and v >= Version(fails_from)) or (oldest is not None and v < Version(oldest))
     if fails_from is not None and v >= Version(fails_from):
         why = f"from vLLM {fails_from} a module Ray {minor} imports at start-up moved: replicas fail at import"
+    elif oldest is not None and v < Version(oldest):
+        why = f"vLLM before {oldest} lacks {lacking}: replicas fail at import"
     elif vminor in partial:
         why = f"works except {partial[vminor]}"
     elif fails_from is not None and v > Version(str(next(iter(pin.specifier)).version)):
         why = "newer than Ray's pin; the modules Ray imports exist in it"
     else:
         why = "not the version Ray was tested with"
-    return VersionCheck(ray_v, vllm_v, spec, f"{head}: {why} (Ray's tested pair: vllm{spec} where the replicas run)")
+    return VersionCheck(ray_v, vllm_v, spec, f"{head}: {why} (Ray's tested pair: vllm{spec} where the replicas run)", fails)
 
 
 def warning(vllm_version: Optional[str] = None) -> Optional[str]:
     return check(vllm_version).warning
+

@@ -103,7 +103,7 @@ def test_validate_checks_the_same_types(capsys, tmp_path):
     ("0.32.0", "works except KV-aware request routing"),
     ("0.33.1", "replicas fail at import"),
     ("0.30.0", "newer than Ray's pin"),
-    ("0.20.0", "not the version Ray was tested with"),
+    ("0.20.0", "lacks vllm.entrypoints.launchers.cli_args"),
 ])
 def test_version_guard_names_both_versions(vllm, fragment):
     from llmctl import compat
@@ -114,6 +114,7 @@ def test_version_guard_names_both_versions(vllm, fragment):
         assert c.warning is None
     else:
         assert fragment in c.warning and f"vLLM {vllm}" in c.warning and f"Ray {c.ray}" in c.warning
+        assert c.fails == ("fail at import" in c.warning)
 
 
 def test_validate_sizes_a_quantized_config_as_gen_config_does(capsys, tmp_path):

@@ -193,9 +193,12 @@ def test_a100_80g_and_scale_from_zero_declare_the_accelerator(tmp_path):
 
 
 def test_kuberay_samples_validate_without_errors():
-    """Except one true positive: the llm-serve sample (written for Ray 2.52)
-    sets engine_kwargs.device, a field of no vLLM Ray 2.60 works with (the
-    tables of 0.29-0.33); Ray 2.60 refuses it ("Unknown engine argument")."""
+    """Except two true positives in the llm-serve sample (written for Ray
+    2.52): it sets engine_kwargs.device, a field of no vLLM Ray 2.60 works
+    with (the tables of 0.29-0.33; Ray 2.60 refuses it, "Unknown engine
+    argument"), and its Secret holds the text <your-hf-access-token-value>,
+    which the pods would send to the Hub as a token (401, even for an
+    ungated model) unless the user fills it in."""
     from llmctl.engine_args import engine_args, shipped_table, shipped_versions
 
     assert all("device" not in shipped_table(v.label) for v in shipped_versions())
@@ -204,8 +207,9 @@ def test_kuberay_samples_validate_without_errors():
     for f in files:
         errors = [(d.field, d.message) for d in _errors(f.read_text(), str(f))]
         if f.name == "ray-service.llm-serve.yaml":
-            assert errors == [("applications[0].args.llm_configs[0].engine_kwargs.device",
-                               f"not an engine argument of {engine_args()[1]} (did you mean 'device_ids'?)")]
+            assert errors[0] == ("applications[0].args.llm_configs[0].engine_kwargs.device",
+                                 f"not an engine argument of {engine_args()[1]} (did you mean 'device_ids'?)")
+            assert [e[0] for e in errors[1:]] == ["stringData.hf_token"] and "placeholder" in errors[1][1]
         else:
             assert errors == [], f.name
         docs = [d for d in yaml.safe_load_all(f.read_text()) if d and d.get("kind") == "RayService"]

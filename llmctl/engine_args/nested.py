@@ -59,6 +59,14 @@ def check_nested(spec: ArgSpec, value: Any, *, origin: Optional[str] = None,
         return []
     c = _Checker(spec, spec.configs, origin or f"vLLM {spec.configs.version}", strict)
     c.mapping(spec, value, ())
+    if spec.name == "kv_transfer_config" and value.get("kv_connector") == "MultiConnector":
+        # MultiConnector builds a KVTransferConfig of every entry of
+        # kv_connector_extra_config.connectors (v1/multi_connector.py: KVTransferConfig(**conn_config))
+        extra = value.get("kv_connector_extra_config")
+        conns = extra.get("connectors") if isinstance(extra, Mapping) else None
+        for i, conn in enumerate(conns if isinstance(conns, list) else []):
+            if isinstance(conn, Mapping):
+                c.mapping(spec, conn, ("kv_connector_extra_config", "connectors", i))
     return c.problems
 
 

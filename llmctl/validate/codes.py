@@ -116,6 +116,10 @@ CODES: dict[str, Code] = {c.code: c for c in [
        "See the message."),
     _c("lora", "error", "LoRA settings Ray refuses (a non-remote dynamic_lora_loading_path, max_loras disagreeing with the "
        "adapters per replica, …).", "Follow the message."),
+    _c("lora-model-id", "warning", "A model_id with ':' in it: Ray reads 'base:adapter' in a request's model name as a LoRA "
+       "adapter of base, so requests naming this model are routed as adapter requests.",
+       "Use a model_id without ':' (e.g. qwen-7b-v2 instead of qwen-7b:v2).",
+       "model_loading_config: {model_id: 'qwen:7b', model_source: Qwen/Qwen2.5-7B-Instruct}"),
     _c("actor-bundle", "depends", "ray_actor_options.num_gpus is merged into the engine's first bundle: an error when no node "
        "can hold it, a warning otherwise.", "Delete num_gpus: accelerator_type and TP x PP reserve the GPUs."),
     # ---- deployment and autoscaling options
@@ -136,6 +140,9 @@ CODES: dict[str, Code] = {c.code: c for c in [
                      "target_ongoing_requests: 8}}")),
     _c("scale-to-zero", "warning", "min_replicas 0: the first request after an idle period waits for a replica to start "
        "and load the model.", "Keep min_replicas >= 1 for latency-sensitive apps."),
+    _c("vllm-version", "depends", "A runtime_env pins a vLLM (pip / uv): the replicas run it, not the image's. An error when "
+       "the installed Ray cannot import it (a module Ray imports is missing: replicas fail at import), a warning when it is "
+       "not the version Ray was tested with.", "Pin the vLLM Ray pins (Ray 2.60: vllm==0.29.0), or drop the pin."),
     # ---- secrets and templates
     _c("literal-token", "error", "A token or secret in plain text; Ray's dashboard shows configs to every client and logs them.",
        "Reference it (runtime_env.env_vars: {HF_TOKEN: \"${HF_TOKEN}\"}) and export it where you deploy.",

@@ -13,6 +13,7 @@ from llmctl.sources import looks_local_path, path_probe
 from llmctl.validate.documents import Diagnostic, _Doc, _read_doc, _Sink, errors_only
 from llmctl import builders
 from llmctl.validate.llm_config import check_llm_config
+from llmctl.validate.pins import check_vllm_pins
 from llmctl.validate.secrets import check_secrets
 from llmctl.validate.serve_config import check_serve_config, config_file_path, ray_serve_schema
 from llmctl.vllm_version import VllmVersion, reference_vllm
@@ -39,6 +40,8 @@ def _check_doc(doc: _Doc, results: list[Diagnostic], base_dir: Path, *, kind: Op
         sink.add((), "neither a serve config (no 'applications') nor a model config (no 'model_loading_config')", code="not-a-config")
     with sink.guard("secrets"):
         check_secrets(doc.data, sink)
+    with sink.guard("vLLM pins"):
+        check_vllm_pins(doc.data, sink)
     results.extend(sink.items)
     return model_id
 

@@ -282,6 +282,9 @@ def _scaling_hint(model_id, gpu, cpu_only: bool, plan, mml: Optional[int], ek: d
 
 
 def _check_lora(data: dict, ek: Any, model_id: Optional[str], sink: _Sink) -> None:
+    if isinstance(model_id, str) and ":" in model_id:  # Ray's router reads base:adapter with or without lora_config
+        sink.warn(("model_loading_config", "model_id"), "contains ':' which Ray uses to separate the base model from a LoRA adapter name",
+                  code="lora-model-id")
     lc = data.get("lora_config")
     if not isinstance(lc, dict):
         return
@@ -295,9 +298,6 @@ def _check_lora(data: dict, ek: Any, model_id: Optional[str], sink: _Sink) -> No
                                                  "(Ray's multi-LoRA guide)", code="lora")
     if isinstance(ek, dict) and path and not ek.get("enable_lora"):
         sink.add(("engine_kwargs", "enable_lora"), "must be true when lora_config is set, or vLLM rejects adapter requests", code="lora")
-    if model_id and ":" in model_id:
-        sink.warn(("model_loading_config", "model_id"), "contains ':' which Ray uses to separate the base model from a LoRA adapter name",
-                  code="lora")
 
 
 def _check_actor_resources(data: dict, gpu, sink: _Sink) -> None:
@@ -319,9 +319,18 @@ def _check_classes(data: dict, sink: _Sink, local_node: bool) -> None:
     rrc = dc.get("request_router_config") if isinstance(dc, dict) else None
     if isinstance(rrc, dict):
         paths.append((("deployment_config", "request_router_config", "request_router_class"), rrc.get("request_router_class")))
+    env = (data.get("runtime_env") or {}).get("env_vars") if isinstance(data.get("runtime_env"), dict) else None
+    if isinstance(env, dict) and "RAYLLM_VLLM_ENGINE_CLS" in env:
+        # LLMServer imports this engine class instead of VLLMEngine (llm_server.py _get_default_engine_class)
+        paths.append((("runtime_env", "env_vars", "RAYLLM_VLLM_ENGINE_CLS"), env["RAYLLM_VLLM_ENGINE_CLS"]))
     for loc, path in paths:
         if isinstance(path, str) and (problem := class_path_problem(path)):
-            sink.cluster_only(loc, problem, local_node, code="class-path")
+            if path.strip().startswith("ray."):
+                # Ray's own package is the same wheel on the cluster: what it lacks here it lacks there
+                sink.add(loc, f"{problem} (it would be part of the installed Ray, which the cluster runs too)", "error",
+                         code="class-path")
+            else:
+                sink.cluster_only(loc, problem, local_node, code="class-path")
 
 
 def _ray_llm_config(data: dict, sink: _Sink) -> None:

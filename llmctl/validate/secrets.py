@@ -113,3 +113,27 @@ def check_secrets(data: Any, sink: _Sink, *, manifest: bool = False) -> None:
                     "\"${HF_TOKEN}\"" if isinstance(key, str) and "token" in key.lower() else
                     "; only runtime_env (env_vars, pip, uv) expands variables")
             sink.add(loc, f"'{ref.group(0)}' is not expanded here: Ray passes the literal text{hint}", code="unexpanded-variable")
+
+
+# A secret value someone masked before publishing (hf_whNJmkxxxxxxxxxx, ****).
+_MASKED = re.compile(r"x{6,}|X{6,}|\*{4,}|(?i:^your[-_ ]|^changeme$|^replace[-_ ]?me)")
+
+
+def check_secret_object(data: Any, sink: _Sink) -> None:
+    """A Kubernetes Secret in a manifest: its stringData values must be real
+    values, not an envsubst / Helm expression or a masked or placeholder
+    token (kubectl stores the text as it is and the pods get it)."""
+    sd = data.get("stringData") if isinstance(data, dict) else None
+    for k, v in (sd.items() if isinstance(sd, dict) else []):
+        if not isinstance(v, str):
+            continue
+        loc = ("stringData", k)
+        ref = _ENV_REF.search(v) or _BARE_VAR.search(v)
+        helm = _HELM.search(v)
+        if ref or helm:
+            tool = "helm template" if helm else "envsubst"
+            sink.add(loc, f"'{(helm or ref).group(0)}' is not expanded by kubectl: the Secret would hold the literal text; "
+                          f"render the file first ({tool}) or create the Secret with kubectl create secret", code="template")
+        elif _PLACEHOLDER.search(v) or _MASKED.search(v):
+            sink.add(loc, f"'{v[:24]}' looks masked or a placeholder: the Secret would hold it as the token; put the real "
+                          "value in (kubectl create secret generic … --from-literal)", code="placeholder")

@@ -51,6 +51,10 @@ def validate_manifest(path: str, nodes: list[Any], *, check_doc, check_model=Non
         sink = _Sink(doc)
         if not isinstance(doc.data, dict):
             sink.add((), "expected a mapping (a Kubernetes object)", code="not-a-config")
+        elif doc.data.get("kind") == "Secret":
+            from llmctl.validate.secrets import check_secret_object
+
+            check_secret_object(doc.data, sink)
         elif doc.data.get("kind") != "RayService":
             meta = doc.data.get("metadata") if isinstance(doc.data.get("metadata"), dict) else {}
             sink.add((), f"kind {doc.data.get('kind')!r} ({meta.get('name', '?')}): not checked; "
