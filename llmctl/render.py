@@ -21,7 +21,7 @@ from typing import Any, Optional
 import yaml
 
 from llmctl import __version__
-from llmctl.errors import LlmctlError, OutputExists
+from llmctl.errors import LlmctlError, OutputExists, param
 from llmctl.paths import data_dir
 from llmctl.spec import (
     CPU_DTYPE,
@@ -252,7 +252,7 @@ def write_all(docs: list[Rendered], *, force: bool = False) -> list[Path]:
     if not force:
         existing = [d.path for d in docs if d.path.exists()]
         if existing:
-            raise OutputExists(f"{existing[0]}: already exists; pass --force to overwrite it")
+            raise OutputExists(f"{existing[0]}: already exists; pass {param('force', True)} to overwrite it", param="force")
     temps: list[tuple[Path, Path]] = []
     try:
         for d in docs:

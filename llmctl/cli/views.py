@@ -10,22 +10,8 @@ from typing import Optional
 
 
 from llmctl.cli.console import err, out
-
-def replicas_text(counts: dict[str, int], target: int | None = None) -> str:
-    """``1 RUNNING, 1 STARTING (target 2)``: replicas by state, and Serve's target."""
-    text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no replicas yet"
-    return text if target is None else f"{text} (target {target})"
-
-
-def _progress_line(p) -> str:
-    parts = []
-    for a in p.apps:
-        deps = "; ".join(f"{d.name} {d.status} [{replicas_text(d.replicas)}]" for d in a.deployments)
-        parts.append(f"{a.name} {a.status}" + (f" — {deps}" if deps else ""))
-    text = " | ".join(parts) or "waiting for the controller to list the app"
-    if p.note:
-        text += f" ({p.note})"
-    return f"[{p.elapsed:5.1f}s] {text}"
+from llmctl.cli.flags import cli_text
+from llmctl.launch.events import replicas_text  # noqa: F401 (status uses it from here)
 
 
 def _progress_table(p):
@@ -59,6 +45,7 @@ class ProgressView:
         self._last_print = 0.0
 
     def step(self, message: str) -> None:
+        message = cli_text(message)
         if self.live is not None:
             self.live.console.print(message)
         else:
@@ -74,7 +61,7 @@ class ProgressView:
             else:
                 self.live.update(_progress_table(p))
             return
-        line = _progress_line(p)
+        line = str(p)
         sig = line.split("] ", 1)[1]
         now = time.monotonic()
         if sig != self._last or now - self._last_print > 15:

@@ -117,7 +117,7 @@ class ServeClient:
         except HTTPFailure as e:
             raise DeployFailed(f"Ray rejected the config: {e.body}") from None
         except RequestTimeout as e:
-            raise RequestTimeout(f"{e.message}; the config may still be applied") from None
+            raise RequestTimeout(f"{e.template}; the config may still be applied") from None
 
     def delete_all(self) -> None:
         self._request("DELETE", APPS_PATH, timeout=max(self.timeout, 60))
