@@ -22,7 +22,7 @@ import yaml
 
 from llmctl import __version__
 from llmctl.errors import LlmctlError, OutputExists, param
-from llmctl.paths import data_dir
+from llmctl.paths import data_dir, file_mode
 from llmctl.spec import (
     CPU_DTYPE,
     CPU_MIN_KV_CACHE_BYTES,
@@ -258,9 +258,10 @@ def write_all(docs: list[Rendered], *, force: bool = False) -> list[Path]:
         for d in docs:
             d.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{d.path.name}.", suffix=".tmp", dir=d.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(d.text)
             temps.append((Path(tmp), d.path))
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                os.fchmod(f.fileno(), file_mode(d.path))  # mkstemp makes 0600: keep a replaced file's mode, else 0666 & ~umask
+                f.write(d.text)
         for tmp, final in temps:
             os.replace(tmp, final)
     except OSError as e:
