@@ -243,11 +243,11 @@ def replica_sampler(dashboard_url: str, app: str) -> Callable[[], list[ReplicaSa
     """Each LLM deployment's RUNNING / target replicas of ``app``, from Serve's REST API."""
     from llmctl.launch.serve_api import ServeClient, summarize
 
-    client = ServeClient(dashboard_url, timeout=10)
-
     def sample() -> list[ReplicaSample]:
         out = []
-        for a in summarize(client.status(), client.url):
+        with ServeClient(dashboard_url, timeout=10) as client:
+            st = client.status()
+        for a in summarize(st, client.url):
             if a.name != app:
                 continue
             for d in a.deployments:

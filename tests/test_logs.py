@@ -49,7 +49,7 @@ def test_replica_log_tail_reads_the_newest_serve_log_and_the_process_output(tmp_
 
 def test_sources_label_ended_replicas_and_filter_the_controller(tmp_path):
     target, status = _session(tmp_path)
-    srcs, _, _ = logs._sources(target, APP, status=status)
+    srcs, _ = logs._sources(None, target, APP, status=status)
     labels = sorted(s.label for s in srcs)
     assert labels == ["controller", "replica LLMServer:tiny aaa", "replica LLMServer:tiny bbb", "replica OpenAiIngress ccc",
                       f"stderr {DEP} (ended)", f"stderr {DEP} (ended)", f"stdout {DEP} (ended)"]

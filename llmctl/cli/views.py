@@ -5,8 +5,11 @@ otherwise; results go to stdout."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
-from typing import Optional
+from typing import Iterator, Optional
 
 
 from llmctl.cli.console import err, out
@@ -129,16 +132,39 @@ def print_logs(lines) -> None:
         out.print(f"[{ln.source}] {ln.text}", markup=False, highlight=False)
 
 
+@contextlib.contextmanager
+def ctrl_c() -> Iterator[threading.Event]:
+    """Within: Ctrl-C raises KeyboardInterrupt as usual and also sets the
+    event yielded, which a loop checks each round. A KeyboardInterrupt can be
+    lost — raised while a finalizer runs (a garbage-collected socket's
+    ResourceWarning text is made by Python code, and the finalizer restores
+    the exception state it saved) — the event cannot."""
+    pressed = threading.Event()
+
+    def on_sigint(signum, frame):
+        pressed.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def follow_logs(target, app_name: Optional[str], lines: int) -> None:
+    """Print the app's logs as they are written until Ctrl-C (exit 0; the app keeps running)."""
     from llmctl.launch import logs
 
-    err.print("following logs; Ctrl-C stops following (the app keeps running)", markup=False)
-    gen = logs.follow(target, app_name, lines)
-    try:
-        for ln in gen:
-            out.print(f"[{ln.source}] {ln.text}", markup=False, highlight=False)
-    except KeyboardInterrupt:
+    with ctrl_c() as pressed:
+        err.print("following logs; Ctrl-C stops following (the app keeps running)", markup=False)
+        gen = logs.follow(target, app_name, lines, stop=pressed)
+        try:
+            for ln in gen:
+                out.print(f"[{ln.source}] {ln.text}", markup=False, highlight=False)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            gen.close()
         err.print("stopped following; the app is still running", markup=False)
-    finally:
-        gen.close()
 

@@ -414,21 +414,22 @@ def iter_up(
     t0 = time.monotonic()
     prepared = yield from _prepare_steps(serve_path, address, send_token, http_host)
     client, target, started = yield from _connect_steps(address, num_cpus)
-    if not send_token:
-        yield from _token_steps(prepared, target)
-    if preflight:
-        yield from _preflight_steps(prepared, client, target)
-    stale, t_deploy = yield from _deploy_steps(prepared, client, target, http_host)
-    if not wait:
-        apps = [a for a in summarize(client.status(), client.url) if a.name in prepared.app_names]
-        yield _result(apps, client, target, prepared, time.monotonic() - t0, False, started)
-        return
-    apps = yield from wait_running(client, target, prepared, stale, t0=t0, t_deploy=t_deploy, timeout=timeout)
-    # RUNNING: the HTTP endpoint must list the models.
-    for app in apps:
-        if app.endpoint and prepared.model_ids.get(app.name):
-            check_models(app.endpoint, prepared.model_ids[app.name], timeout=30)
-    yield _result(apps, client, target, prepared, time.monotonic() - t0, True, started)
+    with client:
+        if not send_token:
+            yield from _token_steps(prepared, target)
+        if preflight:
+            yield from _preflight_steps(prepared, client, target)
+        stale, t_deploy = yield from _deploy_steps(prepared, client, target, http_host)
+        if not wait:
+            apps = [a for a in summarize(client.status(), client.url) if a.name in prepared.app_names]
+            yield _result(apps, client, target, prepared, time.monotonic() - t0, False, started)
+            return
+        apps = yield from wait_running(client, target, prepared, stale, t0=t0, t_deploy=t_deploy, timeout=timeout)
+        # RUNNING: the HTTP endpoint must list the models.
+        for app in apps:
+            if app.endpoint and prepared.model_ids.get(app.name):
+                check_models(app.endpoint, prepared.model_ids[app.name], timeout=30)
+        yield _result(apps, client, target, prepared, time.monotonic() - t0, True, started)
 
 
 def up(

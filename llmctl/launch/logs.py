@@ -188,13 +188,12 @@ def _remote_sources(client: ServeClient, app: str | None, status: dict, apps: li
     return srcs
 
 
-def _sources(target: Target, app: str | None, *, status: dict | None = None,
-             pids: dict[int, tuple[str, str]] | None = None) -> tuple[list[_Src], ServeClient, list[str]]:
-    """The log files to show, the client, and secret values to scrub from
-    them. ``status``: Serve's status if the caller has it; ``pids``: more
-    processes whose stdout / stderr to include ({pid: (label, deployment)},
-    e.g. a replica that ended)."""
-    client = ServeClient(target.dashboard_url)
+def _sources(client: ServeClient, target: Target, app: str | None, *, status: dict | None = None,
+             pids: dict[int, tuple[str, str]] | None = None) -> tuple[list[_Src], list[str]]:
+    """The log files to show, and secret values to scrub from them.
+    ``status``: Serve's status if the caller has it; ``pids``: more processes
+    whose stdout / stderr to include ({pid: (label, deployment)}, e.g. a
+    replica that ended)."""
     if status is None:
         names, status = _app_names(client)
     else:
@@ -205,8 +204,8 @@ def _sources(target: Target, app: str | None, *, status: dict | None = None,
     secrets = secret_values(status)
     procs = {**(pids or {}), **_replica_pids(status, apps)}
     if _on_disk(target):
-        return _local_sources(target, app, status, apps, procs), client, secrets
-    return _remote_sources(client, app, status, apps, procs), client, secrets
+        return _local_sources(target, app, status, apps, procs), secrets
+    return _remote_sources(client, app, status, apps, procs), secrets
 
 
 def _on_disk(target: Target) -> bool:
@@ -259,7 +258,12 @@ def _filter(src: _Src, lines: list[str]) -> list[str]:
 
 def tail(target: Target, app: str | None = None, lines: int = 50) -> list[LogLine]:
     """The last ``lines`` lines of each log of the app (all apps if None)."""
-    srcs, client, secrets = _sources(target, app)
+    with ServeClient(target.dashboard_url) as client:
+        return _tail(client, target, app, lines)
+
+
+def _tail(client: ServeClient, target: Target, app: str | None, lines: int) -> list[LogLine]:
+    srcs, secrets = _sources(client, target, app)
     out: list[LogLine] = []
     for src in srcs:
         raw = _read(src, lines * (20 if src.app_filter else 1), client)
@@ -267,34 +271,39 @@ def tail(target: Target, app: str | None = None, lines: int = 50) -> list[LogLin
     return out
 
 
-def follow(target: Target, app: str | None = None, lines: int = 10, *, poll: float = 0.5) -> Iterator[LogLine]:
-    """Yield the last ``lines`` lines, then new lines as they are written, forever.
+def follow(target: Target, app: str | None = None, lines: int = 10, *, poll: float = 0.5,
+           stop: threading.Event | None = None) -> Iterator[LogLine]:
+    """Yield the last ``lines`` lines, then new lines as they are written,
+    until ``stop`` is set (checked every ``poll`` seconds) or the caller stops
+    iterating (closing the generator, Ctrl-C).
 
-    New replicas' files are picked up as they appear. Stop by closing the
-    generator (or Ctrl-C); the app is not touched.
+    New replicas' files are picked up as they appear. The app is not touched.
     """
-    if _on_disk(target):
-        yield from _follow_local(target, app, lines, poll)
-    else:
-        yield from _follow_remote(target, app, lines)
+    stop = stop or threading.Event()
+    with ServeClient(target.dashboard_url) as client:  # one client, closed when following ends
+        if _on_disk(target):
+            yield from _follow_local(client, target, app, lines, poll, stop)
+        else:
+            yield from _follow_remote(client, target, app, lines, poll, stop)
 
 
-def _follow_local(target: Target, app: str | None, lines: int, poll: float) -> Iterator[LogLine]:
-    for ln in tail(target, app, lines):
+def _follow_local(client: ServeClient, target: Target, app: str | None, lines: int, poll: float,
+                  stop: threading.Event) -> Iterator[LogLine]:
+    for ln in _tail(client, target, app, lines):
         yield ln
     offsets: dict[str, int] = {}
     partial: dict[str, str] = {}
-    srcs, _, secrets = _sources(target, app)
+    srcs, secrets = _sources(client, target, app)
     for s in srcs:
         try:
             offsets[s.path] = Path(s.path).stat().st_size
         except OSError:
             offsets[s.path] = 0
     last_scan = time.monotonic()
-    while True:
+    while not stop.is_set():
         if time.monotonic() - last_scan > 2.0:
             try:
-                fresh, _, secrets = _sources(target, app)
+                fresh, secrets = _sources(client, target, app)
             except (ClusterUnreachable, UsageError):
                 fresh = srcs
             for s in fresh:
@@ -320,8 +329,9 @@ def _follow_local(target: Target, app: str | None, lines: int, poll: float) -> I
         time.sleep(poll)
 
 
-def _follow_remote(target: Target, app: str | None, lines: int) -> Iterator[LogLine]:
-    srcs, client, secrets = _sources(target, app)
+def _follow_remote(client: ServeClient, target: Target, app: str | None, lines: int, poll: float,
+                   stop: threading.Event) -> Iterator[LogLine]:
+    srcs, secrets = _sources(client, target, app)
     q: "queue.Queue[LogLine]" = queue.Queue()
 
     def pump(src: _Src) -> None:
@@ -337,9 +347,9 @@ def _follow_remote(target: Target, app: str | None, lines: int) -> Iterator[LogL
 
     for s in srcs:
         threading.Thread(target=pump, args=(s,), daemon=True).start()
-    while True:
+    while not stop.is_set():
         try:
-            yield q.get(timeout=0.5)  # a timeout keeps Ctrl-C responsive
+            yield q.get(timeout=poll)  # a timeout keeps Ctrl-C and ``stop`` responsive
         except queue.Empty:
             continue
 
@@ -353,9 +363,15 @@ def replica_log_tail(target: Target, pid: int | None, lines: int = 20, *, app: s
     """The last lines of a replica's Serve log (its newest file) and of what
     its process wrote to stdout (vLLM's log lines) and stderr (tracebacks):
     :func:`tail`'s files of ``app``, picked for ``deployment`` and ``pid``."""
+    with ServeClient(target.dashboard_url) as client:
+        return _replica_log_tail(client, target, pid, lines, app, deployment, status)
+
+
+def _replica_log_tail(client: ServeClient, target: Target, pid: int | None, lines: int, app: str | None,
+                      deployment: str | None, status: dict | None) -> str:
     try:
-        srcs, client, _ = _sources(target, app, status=status,
-                                   pids={pid: (f"{deployment or 'replica'} pid {pid}", deployment or "")} if pid else None)
+        srcs, _ = _sources(client, target, app, status=status,
+                           pids={pid: (f"{deployment or 'replica'} pid {pid}", deployment or "")} if pid else None)
     except (ClusterUnreachable, UsageError, HTTPFailure):
         return ""
     out: list[str] = []

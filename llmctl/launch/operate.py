@@ -48,8 +48,9 @@ def status(address: str | None = None) -> StatusReport:
     Reads Ray's REST API only. Raises ClusterUnreachable (exit 3) or
     RequestTimeout (exit 1)."""
     target = _address.resolve_target(address)
-    client = ServeClient(target.dashboard_url, timeout=5)
-    st = client.status()
+    with ServeClient(target.dashboard_url, timeout=5) as client:
+        st = client.status()
+        nodes = cluster_nodes(client, st)
     apps = summarize(st, client.url)
     secrets = secret_values(st)
     if secrets:  # Ray can echo a config (with its env vars) in an error message
@@ -63,8 +64,7 @@ def status(address: str | None = None) -> StatusReport:
             from llmctl.launch.logs import failed_app_diagnoses
 
             diagnoses[a.name] = failed_app_diagnoses(target, a.name, st)
-    return StatusReport(target.dashboard_url, target.is_local, http_base(st, client.url), apps, diagnoses,
-                        cluster_nodes(client, st))
+    return StatusReport(target.dashboard_url, target.is_local, http_base(st, client.url), apps, diagnoses, nodes)
 
 
 def cluster_nodes(client: ServeClient, st: dict) -> list[dict]:
@@ -143,7 +143,12 @@ def iter_down(
             yield DownResult([], [], True, res)
             return
         raise
-    client = ServeClient(target.dashboard_url)
+    with ServeClient(target.dashboard_url) as client:
+        yield from _down(client, target, app, stop_cluster, timeout)
+
+
+def _down(client: ServeClient, target: _address.Target, app: str | None, stop_cluster: bool,
+          timeout: float) -> Iterator[Union[Step, DownResult]]:
     removed: list[str] = []
     if stop_cluster and app is None and target.is_local:
         # The whole head goes away: no need to delete the apps one by one.
