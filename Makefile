@@ -25,9 +25,9 @@ setup: $(VENV)/.llmctl-setup
 test: setup
 	$(VENV)/bin/pytest -q
 
-## test-fast: the edit-test loop (no Ray cluster, no vLLM engine; 2 workers, 1,000 fuzz cases)
+## test-fast: the edit-test loop (no Ray cluster, no vLLM engine; 2 workers, Hypothesis profile dev: 1,000 fuzz cases)
 test-fast: setup
-	LLMCTL_FUZZ_CASES=1000 $(VENV)/bin/pytest -q -x -n 2 -m "not cluster and not engine"
+	HYPOTHESIS_PROFILE=dev $(VENV)/bin/pytest -q -x -n 2 -m "not cluster and not engine"
 
 ## docs: regenerate docs/cli.md from the CLI's --help
 docs: setup

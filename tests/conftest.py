@@ -12,6 +12,14 @@
 - ``tiny_model`` (session): the tiny Llama built once into a temp dir.
 
 Nothing here downloads anything: ``HF_HUB_OFFLINE=1`` for the whole run.
+
+Hypothesis profiles, chosen with ``HYPOTHESIS_PROFILE`` (default ``ci``):
+``ci`` draws new inputs every run within a budget that keeps the validate
+fuzz (tests/test_validate_fuzz.py: 20 x ``max_examples`` documents) at
+30-60 s on 2 cores; ``nightly`` is the long run (25 x as many); ``dev`` is
+``make test-fast``'s quick pass. A failing example is kept in
+``.hypothesis/`` and replayed first next time; Hypothesis prints how to
+reproduce it.
 """
 
 from __future__ import annotations
@@ -22,6 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", max_examples=100, deadline=None, print_blob=True)
+settings.register_profile("nightly", max_examples=2500, deadline=None, print_blob=True)
+settings.register_profile("dev", max_examples=50, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
