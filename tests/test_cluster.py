@@ -89,9 +89,13 @@ def test_state_file_of_the_previous_version_still_finds_its_head(llmctl_home):
     into its creation time, so a head started before an upgrade is still
     found (and stoppable), and a reused PID still is not taken for it."""
     import os
+    import subprocess
+    import sys
+
     import psutil
 
-    me = psutil.Process()
+    head = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={"PATH": "/bin", "MARK": "head"})
+    me = psutil.Process(head.pid)
     ticks = round((me.create_time() - psutil.boot_time()) * os.sysconf("SC_CLK_TCK"))
     old = {"pid": me.pid, "pid_start_ticks": ticks, "ports": {"gcs": 1, "serve_http": 2}, "dashboard_url": "http://127.0.0.1:1",
            "gcs_address": "127.0.0.1:1", "temp_dir": "/tmp/llmctl-none", "serve_http_port": 2, "num_cpus": 1, "num_gpus": 0,
@@ -99,10 +103,14 @@ def test_state_file_of_the_previous_version_still_finds_its_head(llmctl_home):
     cluster.state_path().write_text(json.dumps(old))
     st = cluster.load_state()
     assert st.version == cluster.STATE_VERSION and abs(st.pid_create_time - me.create_time()) < 0.02
-    assert cluster.is_alive(st) and "PATH" in cluster.head_environ(st)
-    cluster.state_path().write_text(json.dumps({**old, "pid_start_ticks": ticks - 1000}))  # the PID, another process
-    st = cluster.load_state()
-    assert not cluster.is_alive(st) and cluster.cluster_pids(st) == [] and cluster.head_environ(st) is None
+    try:
+        assert cluster.is_alive(st) and cluster.head_environ(st)["MARK"] == "head"
+        cluster.state_path().write_text(json.dumps({**old, "pid_start_ticks": ticks - 1000}))  # the PID, another process
+        st = cluster.load_state()
+        assert not cluster.is_alive(st) and cluster.cluster_pids(st) == [] and cluster.head_environ(st) is None
+    finally:
+        head.kill()
+        head.wait()
 
 
 def test_http_address_used_as_is(llmctl_home):

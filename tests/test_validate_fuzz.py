@@ -98,7 +98,7 @@ def mutate(rng, data, keys=ODD_KEYS, values=ODD_VALUES):
         op = rng.random()
         if not path:
             if isinstance(data, dict):
-                data[rng.choice(keys)] = rng.choice(values)
+                data[rng.choice(keys)] = copy.deepcopy(rng.choice(values))  # a later edit may change it in place
             continue
         parent, key = _get(data, path[:-1]), path[-1]
         if op < 0.5:

@@ -15,7 +15,6 @@ from llmctl.launch.serve_api import TERMINAL_BAD, AppSummary, HTTPFailure, Serve
 
 if TYPE_CHECKING:  # pragma: no cover
     from llmctl.launch.address import Target
-    from llmctl.launch.deploy import Prepared
 
 RESOURCE_CHECK_S = 1.0
 POLL_S = 0.5
@@ -180,9 +179,9 @@ class ResourceWatcher:
 
 
 
-def wait_running(client: ServeClient, target: "Target", prepared: "Prepared", stale: dict, *, t0: float,
+def wait_running(client: ServeClient, target: "Target", prepared, stale: dict, *, t0: float,
                  t_deploy: float, timeout: float) -> Generator[Progress, None, list[AppSummary]]:
-    """Poll the apps of ``prepared`` until all are RUNNING, yielding a
+    """Poll the apps of ``prepared`` (a :class:`llmctl.launch.deploy.Prepared`) until all are RUNNING, yielding a
     Progress per poll; returns their summaries. ``stale``: apps being
     replaced ({name: last_deployed_time_s before the PUT}), hidden until the
     controller has their new config. Raises DeployFailed (with the reason and
