@@ -109,8 +109,6 @@ class Proc:
 
     def wait_for(self, needle: str, *, stream: str = "out", timeout: float = 120) -> str:
         """Poll until ``needle`` appears in the stream (AssertionError at the deadline)."""
-        import time
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.text(stream)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import typer
 from typing_extensions import Annotated
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 _NAMES = {
-    **{n: "deploy" for n in ("Prepared", "check_models", "compose", "connect", "iter_up", "prepare", "up")},
+    **{n: "deploy" for n in ("Prepared", "compose", "connect", "iter_up", "prepare", "up")},
+    "check_models": "watch",
     **{n: "events" for n in ("Progress", "Step", "UpEvent", "UpResult")},
     **{n: "operate" for n in ("DownResult", "StatusReport", "down", "iter_down", "status")},
     "reason_from_message": "reasons",

@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Generator, Iterator
 
-import httpx
 
 from llmctl.engine_args import pooling_task
 from llmctl.errors import ClusterUnreachable, DeployFailed, PreflightFailed, UsageError, param
@@ -54,7 +53,7 @@ from llmctl.launch import cluster as _cluster
 from llmctl.launch import preflight as _preflight
 from llmctl.launch import tokens as _tokens
 from llmctl.launch.events import Progress, Step, UpEvent, UpResult
-from llmctl.launch.watch import wait_running
+from llmctl.launch.watch import check_models, wait_running  # noqa: F401 (check_models: re-exported)
 from llmctl.launch.serve_api import TERMINAL_BAD, ServeClient, deployed_configs, scrub, summarize, wait_gone
 
 
@@ -478,27 +477,3 @@ def _result(apps, client, target, prepared, elapsed, running, started) -> UpResu
         local=target.is_local,
         cluster_started=started,
     )
-
-
-def check_models(endpoint: str, model_ids: list[str], *, timeout: float = 30.0) -> list[str]:
-    """``GET {endpoint}/models`` until it lists every id; returns the listed ids."""
-    url = endpoint.rstrip("/") + "/models"
-    t0 = time.monotonic()
-    last = ""
-    while True:
-        try:
-            r = httpx.get(url, timeout=10, trust_env=False)
-            r.raise_for_status()
-            listed = [m.get("id") for m in r.json().get("data") or []]
-            missing = [m for m in model_ids if m not in listed]
-            if not missing:
-                return listed
-            last = f"it lists {listed}, not {missing}"
-        except httpx.HTTPStatusError as e:
-            last = f"HTTP {e.response.status_code}"
-        except (httpx.TransportError, ValueError) as e:
-            last = str(e) or type(e).__name__
-        if time.monotonic() - t0 > timeout:
-            raise DeployFailed(f"the app is RUNNING but GET {url} failed: {last}")
-        time.sleep(0.5)
-

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import time
+
+import httpx
 from typing import TYPE_CHECKING, Generator
 
 from llmctl.errors import ClusterUnreachable, DeployFailed
@@ -224,3 +226,27 @@ def wait_running(client: ServeClient, target: "Target", prepared, stale: dict, *
                 "the deployment continues on the cluster: see `llmctl status` / `llmctl logs`, or remove it with `llmctl down APP`"
             )
         time.sleep(POLL_S)
+
+
+def check_models(endpoint: str, model_ids: list[str], *, timeout: float = 30.0) -> list[str]:
+    """``GET {endpoint}/models`` until it lists every id; returns the listed ids."""
+    url = endpoint.rstrip("/") + "/models"
+    t0 = time.monotonic()
+    last = ""
+    while True:
+        try:
+            r = httpx.get(url, timeout=10, trust_env=False)
+            r.raise_for_status()
+            listed = [m.get("id") for m in r.json().get("data") or []]
+            missing = [m for m in model_ids if m not in listed]
+            if not missing:
+                return listed
+            last = f"it lists {listed}, not {missing}"
+        except httpx.HTTPStatusError as e:
+            last = f"HTTP {e.response.status_code}"
+        except (httpx.TransportError, ValueError) as e:
+            last = str(e) or type(e).__name__
+        if time.monotonic() - t0 > timeout:
+            raise DeployFailed(f"the app is RUNNING but GET {url} failed: {last}")
+        time.sleep(0.5)
+
