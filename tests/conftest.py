@@ -143,7 +143,12 @@ def config_model(tmp_path) -> Path:
 
 
 def pytest_collection_modifyitems(config, items):
-    """`engine` tests need vLLM's CPU build; without it they skip, saying so."""
+    """`engine` tests need vLLM's CPU build; without it they skip, saying so.
+
+    Under pytest-xdist with ``--dist loadgroup`` (``make test``) every
+    `cluster` and `engine` test goes to one worker, in file order: they share
+    the session's Ray head and their modules' apps, and one vLLM engine at a
+    time is what two cores hold; the other worker runs the rest meanwhile."""
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
@@ -151,3 +156,6 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "engine" in item.keywords:
                 item.add_marker(skip)
+    for item in items:
+        if "cluster" in item.keywords or "engine" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("cluster"))

@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Generator, Iterator
 
-
 from llmctl.engine_args import pooling_task
 from llmctl.errors import ClusterUnreachable, DeployFailed, PreflightFailed, UsageError, param
 from llmctl.sources import env_ref
