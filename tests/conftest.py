@@ -143,12 +143,7 @@ def config_model(tmp_path) -> Path:
 
 
 def pytest_collection_modifyitems(config, items):
-    """`engine` tests need vLLM's CPU build; without it they skip, saying so.
-
-    Under pytest-xdist with ``--dist loadgroup`` (``make test``) every
-    `cluster` and `engine` test goes to one worker, in file order: they share
-    the session's Ray head and their modules' apps, and one vLLM engine at a
-    time is what two cores hold; the other worker runs the rest meanwhile."""
+    """`engine` tests need vLLM's CPU build; without it they skip, saying so."""
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
@@ -156,6 +151,33 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "engine" in item.keywords:
                 item.add_marker(skip)
-    for item in items:
-        if "cluster" in item.keywords or "engine" in item.keywords:
-            item.add_marker(pytest.mark.xdist_group("cluster"))
+
+
+def cluster_files() -> set[str]:
+    """Test files with `cluster` or `engine` tests (``tests/test_x.py``, as in test ids)."""
+    import re
+
+    here = Path(__file__).resolve().parent
+    return {f"{here.name}/{p.name}" for p in here.glob("test_*.py")
+            if re.search(r"mark\.(cluster|engine)\b", p.read_text(encoding="utf-8"))}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``-n 2 --dist loadgroup`` (``make test``): every test of a file that
+    has `cluster` or `engine` tests goes to one worker, in file order, as one
+    unit — they share the session's Ray head and their modules' deployed
+    apps, and one vLLM engine at a time is what two cores hold; the other
+    tests are spread over the workers meanwhile. (pytest-xdist's own
+    loadgroup marks the group in the test ids, which pytest 9 no longer lets
+    a plugin change: ``xdist_group`` marks are ignored there.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    files = cluster_files()
+
+    class ClusterTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "cluster" if nodeid.split("::", 1)[0] in files else nodeid
+
+    return ClusterTogether(config, log)
