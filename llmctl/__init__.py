@@ -9,8 +9,13 @@ The Python API is the core the CLI itself calls (nothing here prints):
 - :func:`plan` — the sizing table, as ``llmctl plan`` (rows, advised TP);
 - :func:`bench` — load an app's endpoint and watch its replicas, as
   ``llmctl bench``;
-- :func:`up`, :func:`down` — generators of progress events ending in a
-  result, as ``llmctl up`` / ``llmctl down``; :func:`status` — a report.
+- :func:`up` — validate, deploy, wait until RUNNING, as ``llmctl up``;
+  returns the result (endpoint, model ids), progress to an optional
+  ``on_event`` callback; :func:`status` — a report, as ``llmctl status``;
+  :func:`down` — delete apps (and the local head), as ``llmctl down``;
+- :func:`iter_up`, :func:`iter_down` — the same as generators of progress
+  events (:class:`llmctl.launch.Step`, :class:`~llmctl.launch.Progress`)
+  ending in the result, for a progress display of your own.
 
 Errors are :class:`llmctl.errors.LlmctlError` subclasses carrying the exit
 code the CLI would use. Names are imported on first use, so ``import
@@ -28,8 +33,10 @@ _API = {
     "validate_files": ("llmctl.validate.files", "validate_paths"),
     "plan": ("llmctl.planner", "plan"),
     "up": ("llmctl.launch.deploy", "up"),
+    "iter_up": ("llmctl.launch.deploy", "iter_up"),
     "status": ("llmctl.launch.operate", "status"),
     "down": ("llmctl.launch.operate", "down"),
+    "iter_down": ("llmctl.launch.operate", "iter_down"),
     "bench": ("llmctl.loadgen", "bench"),
 }
 
@@ -38,8 +45,8 @@ __all__ = ["__version__", *_API]
 if TYPE_CHECKING:  # pragma: no cover
     from llmctl.genconfig import generate  # noqa: F401
     from llmctl.loadgen import bench  # noqa: F401
-    from llmctl.launch.deploy import up  # noqa: F401
-    from llmctl.launch.operate import down, status  # noqa: F401
+    from llmctl.launch.deploy import iter_up, up  # noqa: F401
+    from llmctl.launch.operate import down, iter_down, status  # noqa: F401
     from llmctl.planner import plan  # noqa: F401
     from llmctl.validate.files import validate_paths as validate_files  # noqa: F401
 

@@ -2,9 +2,23 @@
 
 Exit codes (DESIGN.md): 0 ok; 1 the operation ran and failed; 2 usage or
 validation error; 3 no cluster reachable; 130 interrupted.
+
+Parameters named in messages
+----------------------------
+The core does not know the CLI's flags. A message that names a parameter of
+the call (``tp``, ``http_host``, ``force``) writes it with :func:`param`; the
+text holds a marker that :func:`render` spells for the reader: the Python
+API (``str(e)``, ``e.message``) as the parameter (``tp``, ``http_host='0.0.0.0'``,
+``force=True``), the CLI as its flag (``--tp``, ``--http-host 0.0.0.0``,
+``--force``; ``llmctl.cli.flags``). ``e.template`` keeps the markers, for
+code that wraps one message in another.
 """
 
 from __future__ import annotations
+
+import ast
+import re
+from typing import Any, Callable, Optional
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -12,15 +26,52 @@ EXIT_USAGE = 2
 EXIT_NO_CLUSTER = 3
 EXIT_INTERRUPTED = 130
 
+UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
+_PARAM = re.compile("\u27e8([A-Za-z_][A-Za-z0-9_]*)(?:=([^\u27e9]*))?\u27e9")  # ⟨name⟩ or ⟨name=repr⟩
+
+
+def param(name: str, value: Any = UNSET) -> str:
+    """A parameter named inside a message (see the module doc): ``param("tp")``,
+    ``param("http_host", "0.0.0.0")``, ``param("force", True)``,
+    ``param("preflight", False)``. Values are Python literals."""
+    return f"\u27e8{name}\u27e9" if value is UNSET else f"\u27e8{name}={value!r}\u27e9"
+
+
+def python_spelling(name: str, value: Any = UNSET) -> str:
+    """How the Python API names a parameter: ``tp``, ``http_host='0.0.0.0'``."""
+    return name if value is UNSET else f"{name}={value!r}"
+
+
+def render(text: str, spell: Optional[Callable[[str, Any], str]] = None) -> str:
+    """``text`` with every :func:`param` marker spelled by ``spell(name,
+    value)`` (default: the Python API's spelling)."""
+    spell = spell or python_spelling
+
+    def one(m: "re.Match[str]") -> str:
+        return spell(m.group(1), UNSET if m.group(2) is None else ast.literal_eval(m.group(2)))
+
+    return _PARAM.sub(one, text)
+
+
+def template_of(e: BaseException) -> str:
+    """The message of an exception with its parameter markers (see :func:`param`)."""
+    return getattr(e, "template", None) or str(e)
+
 
 class LlmctlError(Exception):
-    """Base class: a message meant for the user and the exit code it maps to."""
+    """Base class: a message meant for the user and the exit code it maps to.
+
+    ``message`` is the text as the Python API shows it, ``template`` the same
+    with parameter markers (the CLI spells them as flags), ``param`` the
+    parameter whose value was wrong, when there is one."""
 
     exit_code = EXIT_FAILED
 
-    def __init__(self, message: str, *, exit_code: int | None = None):
+    def __init__(self, message: str, *, exit_code: int | None = None, param: str | None = None):
         super().__init__(message)
-        self.message = message
+        self.template = message
+        self.message = render(message)
+        self.param = param
         if exit_code is not None:
             self.exit_code = exit_code
 
@@ -69,11 +120,11 @@ class ModelNotFound(UsageError):
 
 
 class DoesNotFit(UsageError):
-    """The model does not fit on the chosen hardware (exit 2 unless --force)."""
+    """The model does not fit on the chosen hardware (exit 2 unless forced)."""
 
 
 class OutputExists(UsageError):
-    """Refusing to overwrite a file without --force."""
+    """Refusing to overwrite a file unless forced."""
 
 
 class PreflightFailed(UsageError):

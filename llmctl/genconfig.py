@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence, Union
 
-from llmctl.errors import DoesNotFit, ValidationFailed
+from llmctl.errors import DoesNotFit, ValidationFailed, param
 from llmctl.prompts import Flags, Session, collect
 from llmctl.render import Rendered, render_spec, write_all
 from llmctl.spec import DeploymentSpec, ModelSpec
@@ -48,17 +48,18 @@ class Generated:
 
 
 def fit_problem(m: ModelSpec) -> Optional[tuple[str, str]]:
-    """(flag to blame, message) when the model does not fit where it is going."""
+    """(the parameters to blame, as :func:`~llmctl.errors.param` markers;
+    message) when the model does not fit where it is going."""
     p = m.plan
     if p is None or p.verdict != "does_not_fit":
         return None
     c = m.choice
     if c is not None and (c.tp_given or c.len_given):
-        flag = "--tp" if c.tp_given and not c.len_given else "--max-model-len" if c.len_given and not c.tp_given else "--tp/--max-model-len"
+        names = [n for n, given in (("tp", c.tp_given), ("max_model_len", c.len_given)) if given]
         where = f"on {m.gpu.name} at TP {m.tp}" + (f" x PP {m.pp}" if m.pp > 1 else "")
     else:
-        flag, where = "--gpu", f"on one {m.gpu.name} node at any TP (largest tried: TP {m.tp})"
-    return flag, f"{m.model_id} does not fit {where}: {p.reason}"
+        names, where = ["gpu"], f"on one {m.gpu.name} node at any TP (largest tried: TP {m.tp})"
+    return "/".join(param(n) for n in names), f"{m.model_id} does not fit {where}: {p.reason}"
 
 
 def build(spec: DeploymentSpec, output_dir: Path | str = ".", *, force: bool = False,
@@ -70,9 +71,9 @@ def build(spec: DeploymentSpec, output_dir: Path | str = ".", *, force: bool = F
     for m in spec.models:
         problem = fit_problem(m)
         if problem and not force:
-            flag, message = problem
-            raise DoesNotFit(f"{flag}: {message} (see `llmctl plan --model {m.profile.id} --gpu {m.gpu.name}`; "
-                             "--force writes it anyway)")
+            blame, message = problem
+            raise DoesNotFit(f"{blame}: {message} (see `llmctl plan --model {m.profile.id} --gpu {m.gpu.name}`; "
+                             f"{param('force', True)} writes it anyway)")
     docs = render_spec(spec, Path(output_dir), now=now)
     from llmctl.validate import validate_rendered
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional
 
 import httpx
 
-from llmctl.errors import UsageError
+from llmctl.errors import UsageError, param
 
 WORDS = ("ray serve runs large language models behind an openai compatible endpoint the replicas scale "
          "with the load and the router balances traffic across them").split()
@@ -243,11 +243,11 @@ def replica_sampler(dashboard_url: str, app: str) -> Callable[[], list[ReplicaSa
     """Each LLM deployment's RUNNING / target replicas of ``app``, from Serve's REST API."""
     from llmctl.launch.serve_api import ServeClient, summarize
 
-    client = ServeClient(dashboard_url, timeout=10)
-
     def sample() -> list[ReplicaSample]:
         out = []
-        for a in summarize(client.status(), client.url):
+        with ServeClient(dashboard_url, timeout=10) as client:
+            st = client.status()
+        for a in summarize(st, client.url):
             if a.name != app:
                 continue
             for d in a.deployments:
@@ -266,9 +266,10 @@ def resolve_endpoint(app: Optional[str], model: Optional[str], url: Optional[str
             try:
                 listed = httpx.get(base + "/models", timeout=10, trust_env=False).json().get("data") or []
             except (httpx.HTTPError, ValueError) as e:
-                raise UsageError(f"--url: {base}/models did not answer ({type(e).__name__}); pass --model") from None
+                raise UsageError(f"{param('url')}: {base}/models did not answer ({type(e).__name__}); pass {param('model')}",
+                                 param="url") from None
             if not listed:
-                raise UsageError(f"--url: {base}/models lists no model; pass --model")
+                raise UsageError(f"{param('url')}: {base}/models lists no model; pass {param('model')}", param="url")
             model = listed[0]["id"]
         return base, model, None, app
     from llmctl.launch import status
@@ -280,7 +281,7 @@ def resolve_endpoint(app: Optional[str], model: Optional[str], url: Optional[str
     if model is not None:
         apps = [a for a in apps if model in a.model_ids] or apps
     if not apps:
-        raise UsageError("no application to load on the cluster; deploy one with `llmctl up` or pass --url")
+        raise UsageError(f"no application to load on the cluster; deploy one with `llmctl up` or pass {param('url')}")
     if len(apps) > 1 and app is None:
         raise UsageError(f"several applications ({', '.join(a.name for a in apps)}); name one: llmctl bench APP")
     a = apps[0]
@@ -288,9 +289,10 @@ def resolve_endpoint(app: Optional[str], model: Optional[str], url: Optional[str
         raise UsageError(f"application {a.name!r} has no HTTP endpoint (is Serve's proxy running?)")
     chosen = model or (a.model_ids[0] if a.model_ids else None)
     if chosen is None:
-        raise UsageError(f"application {a.name!r} serves no model; pass --model")
+        raise UsageError(f"application {a.name!r} serves no model; pass {param('model')}")
     if a.model_ids and chosen not in a.model_ids:
-        raise UsageError(f"--model: {chosen!r} is not served by {a.name!r} (models: {', '.join(a.model_ids)})")
+        raise UsageError(f"{param('model')}: {chosen!r} is not served by {a.name!r} (models: {', '.join(a.model_ids)})",
+                         param="model")
     return a.endpoint, chosen, rep.dashboard_url, a.name
 
 
@@ -313,15 +315,15 @@ def bench(
     """Load an app's OpenAI endpoint (found through status, or ``url``) and
     return what was measured, with the replica timeline. ``requests`` or
     ``duration`` bounds the run (default: 5 × concurrency requests)."""
-    for name, v in (("--concurrency", concurrency), ("--prompt-tokens", prompt_tokens), ("--max-tokens", max_tokens)):
+    for name, v in (("concurrency", concurrency), ("prompt_tokens", prompt_tokens), ("max_tokens", max_tokens)):
         if v is None or v < 1:
-            raise UsageError(f"{name}: must be a positive integer (got {v})")
+            raise UsageError(f"{param(name)}: must be a positive integer (got {v})", param=name)
     if requests is not None and duration is not None:
-        raise UsageError("--requests: give --requests or --duration, not both")
+        raise UsageError(f"{param('requests')}: give {param('requests')} or {param('duration')}, not both", param="requests")
     if requests is not None and requests < 1:
-        raise UsageError(f"--requests: must be a positive integer (got {requests})")
+        raise UsageError(f"{param('requests')}: must be a positive integer (got {requests})", param="requests")
     if duration is not None and duration <= 0:
-        raise UsageError(f"--duration: must be a positive number of seconds (got {duration:g})")
+        raise UsageError(f"{param('duration')}: must be a positive number of seconds (got {duration:g})", param="duration")
     if requests is None and duration is None:
         requests = 5 * concurrency
     base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address)

@@ -1,7 +1,7 @@
 """`llmctl plan` as a core: a model, GPU types and options in; rows out.
 
 Values go through the parsers gen-config uses (:mod:`llmctl.spec`; a bad one
-raises UsageError naming the flag, with gen-config's message), and the
+raises UsageError naming the parameter, with gen-config's message), and the
 advised row is ``sizing.choose``'s — the rule gen-config's defaults and the
 catalog's recommendations follow. No ray / vllm import.
 """
@@ -13,12 +13,17 @@ from typing import Any, Optional, Union
 
 from llmctl import sizing, spec
 from llmctl.catalog import ModelProfile, resolve_model
-from llmctl.errors import UsageError
+from llmctl.errors import UsageError, param, template_of
 from llmctl.hardware import GPUS, GPUType
 
 
-def parse_flag(flag: str, parse, value):
-    return spec.parse_flag(value, flag=flag, parse=parse)
+def parse_flag(name: str, parse, value):
+    """``value`` through ``parse``; a bad one is a UsageError naming parameter ``name``."""
+    try:
+        return spec.parse_flag(value, flag=param(name), parse=parse)
+    except UsageError as e:
+        e.param = name
+        raise
 
 
 @dataclass
@@ -39,16 +44,17 @@ class PlanTable:
 def gpu_types(gpu: Optional[str], gpu_memory: Optional[float]) -> list[GPUType]:
     """The GPU types to plan for: one named, one of a given size, or every type."""
     if gpu and gpu_memory is not None:
-        raise UsageError("--gpu-memory: pass either --gpu or --gpu-memory, not both")
+        raise UsageError(f"{param('gpu_memory')}: pass either {param('gpu')} or {param('gpu_memory')}, not both", param="gpu_memory")
     if gpu_memory is not None:
         if gpu_memory <= 0:
-            raise UsageError(f"--gpu-memory: must be a positive number of GiB (got {gpu_memory:g})")
-        return [GPUType(f"{gpu_memory:g} GiB", "GPU", gpu_memory, f"{gpu_memory:g} GiB", 8, "--gpu-memory")]
+            raise UsageError(f"{param('gpu_memory')}: must be a positive number of GiB (got {gpu_memory:g})", param="gpu_memory")
+        return [GPUType(f"{gpu_memory:g} GiB", "GPU", gpu_memory, f"{gpu_memory:g} GiB", 8, "given GPU memory")]
     if gpu is None or gpu.strip().lower() == "all":
         return [g for g in GPUS.values() if not g.is_cpu]
-    g = parse_flag("--gpu", spec.parse_gpu, gpu)
+    g = parse_flag("gpu", spec.parse_gpu, gpu)
     if g.is_cpu:
-        raise UsageError("--gpu: llmctl plan sizes GPU memory; choose a GPU type or pass --gpu-memory GiB (cpu is not sized)")
+        raise UsageError(f"{param('gpu')}: llmctl plan sizes GPU memory; choose a GPU type or pass {param('gpu_memory', 'GiB')} "
+                         "(cpu is not sized)", param="gpu")
     return [g]
 
 
@@ -60,11 +66,10 @@ def parameters(arch) -> dict[str, int]:
     return {"total": pc.total, "active": pc.active, "mtp": pc.mtp}
 
 
-def _positive(flag: str, value: Union[None, int, str]) -> Optional[int]:
+def _positive(name: str, value: Union[None, int, str]) -> Optional[int]:
     if value is None:
         return None
-    return parse_flag(flag, lambda v: spec.parse_tokens(v, what=flag.lstrip("-").replace("-", "_")) if isinstance(v, str) else int(v),
-                      value)
+    return parse_flag(name, lambda v: spec.parse_tokens(v, what=name) if isinstance(v, str) else int(v), value)
 
 
 def plan(
@@ -97,30 +102,33 @@ def plan(
     of those names, sized as :func:`llmctl.sizing.sizing_options` sizes them
     from a config. Raises UsageError with gen-config's message for a bad value."""
     if min_concurrency is not None and min_concurrency <= 0:
-        raise UsageError(f"--min-concurrency: must be a positive number (got {min_concurrency:g})")
-    gmu = parse_flag("--gpu-memory-utilization", spec.parse_gpu_memory_utilization, gpu_memory_utilization)
+        raise UsageError(f"{param('min_concurrency')}: must be a positive number (got {min_concurrency:g})",
+                         param="min_concurrency")
+    gmu = parse_flag("gpu_memory_utilization", spec.parse_gpu_memory_utilization, gpu_memory_utilization)
     if str(dtype).lower() not in sizing.DTYPE_CHOICES:
-        raise UsageError(f"--dtype: unknown dtype '{dtype}'; choose one of: {', '.join(sizing.DTYPE_CHOICES)}")
+        raise UsageError(f"{param('dtype')}: unknown dtype '{dtype}'; choose one of: {', '.join(sizing.DTYPE_CHOICES)}",
+                         param="dtype")
     if str(kv_cache_dtype).lower() not in sizing.KV_CACHE_DTYPE_CHOICES:
-        raise UsageError(f"--kv-cache-dtype: unknown '{kv_cache_dtype}'; choose one of: {', '.join(sizing.KV_CACHE_DTYPE_CHOICES)}")
+        raise UsageError(f"{param('kv_cache_dtype')}: unknown '{kv_cache_dtype}'; choose one of: "
+                         f"{', '.join(sizing.KV_CACHE_DTYPE_CHOICES)}", param="kv_cache_dtype")
     if vllm_version is not None:
         try:
             vllm_version = sizing.parse_vllm_version(vllm_version).text
         except sizing.SizingError as e:
-            raise UsageError(f"--vllm-version: {e}") from None
+            raise UsageError(f"{param('vllm_version')}: {template_of(e)}", param="vllm_version") from None
     gpus = gpu_types(gpu, gpu_memory)
-    profile = model if isinstance(model, ModelProfile) else parse_flag("--model", resolve_model, model)
+    profile = model if isinstance(model, ModelProfile) else parse_flag("model", resolve_model, model)
     arch = profile.architecture
     if arch is None:
-        raise UsageError(f"--model: {profile.hf_repo}: no architecture known (weights in a bucket); "
-                         "pass an HF repo id or a directory with config.json")
-    pp_n = parse_flag("--pp", lambda v: spec.parse_pp(v, arch=arch), pp)
-    tp_n = parse_flag("--tp", lambda v: spec.parse_tp(v, arch=arch, gpu=gpus[0], pp=pp_n, expert_parallel=enable_expert_parallel), tp)
-    mml = parse_flag("--max-model-len", lambda v: spec.parse_max_model_len(v, arch=arch), max_model_len)
+        raise UsageError(f"{param('model')}: {profile.hf_repo}: no architecture known (weights in a bucket); "
+                         "pass an HF repo id or a directory with config.json", param="model")
+    pp_n = parse_flag("pp", lambda v: spec.parse_pp(v, arch=arch), pp)
+    tp_n = parse_flag("tp", lambda v: spec.parse_tp(v, arch=arch, gpu=gpus[0], pp=pp_n, expert_parallel=enable_expert_parallel), tp)
+    mml = parse_flag("max_model_len", lambda v: spec.parse_max_model_len(v, arch=arch), max_model_len)
 
     engine = {"quantization": quantization, "enforce_eager": enforce_eager, "enable_expert_parallel": enable_expert_parallel,
-              "max_num_seqs": _positive("--max-num-seqs", max_num_seqs),
-              "max_num_batched_tokens": _positive("--max-num-batched-tokens", max_num_batched_tokens)}
+              "max_num_seqs": _positive("max_num_seqs", max_num_seqs),
+              "max_num_batched_tokens": _positive("max_num_batched_tokens", max_num_batched_tokens)}
     kw: dict[str, Any] = dict(gpu_memory_utilization=gmu, dtype=str(dtype).lower(), kv_cache_dtype=str(kv_cache_dtype).lower(),
                               vllm_version=vllm_version, **{k: v for k, v in sizing.sizing_options(engine).items()
                                                             if k not in ("dtype", "kv_cache_dtype")})

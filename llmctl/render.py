@@ -21,8 +21,8 @@ from typing import Any, Optional
 import yaml
 
 from llmctl import __version__
-from llmctl.errors import LlmctlError, OutputExists
-from llmctl.paths import data_dir
+from llmctl.errors import LlmctlError, OutputExists, param
+from llmctl.paths import data_dir, file_mode
 from llmctl.spec import (
     CPU_DTYPE,
     CPU_MIN_KV_CACHE_BYTES,
@@ -252,15 +252,16 @@ def write_all(docs: list[Rendered], *, force: bool = False) -> list[Path]:
     if not force:
         existing = [d.path for d in docs if d.path.exists()]
         if existing:
-            raise OutputExists(f"{existing[0]}: already exists; pass --force to overwrite it")
+            raise OutputExists(f"{existing[0]}: already exists; pass {param('force', True)} to overwrite it", param="force")
     temps: list[tuple[Path, Path]] = []
     try:
         for d in docs:
             d.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{d.path.name}.", suffix=".tmp", dir=d.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(d.text)
             temps.append((Path(tmp), d.path))
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                os.fchmod(f.fileno(), file_mode(d.path))  # mkstemp makes 0600: keep a replaced file's mode, else 0666 & ~umask
+                f.write(d.text)
         for tmp, final in temps:
             os.replace(tmp, final)
     except OSError as e:

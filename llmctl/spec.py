@@ -15,6 +15,7 @@ from typing import Optional
 
 from llmctl import sizing
 from llmctl.catalog import ModelArch, ModelProfile
+from llmctl.errors import param
 from llmctl.secrets import looks_like_hf_token
 from llmctl.sources import CLOUD_SCHEMES, is_cloud_uri, is_env_name
 from llmctl.hardware import CPU_DEFAULT_MAX_MODEL_LEN, CPU_DTYPE, CPU_MIN_KV_CACHE_BYTES, GPUType  # noqa: F401 (re-exported)
@@ -36,17 +37,19 @@ _APP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 def parse_flag(value, *, flag: str, parse):
     """A flag's value through its parser (None when not given); a bad value is
     a UsageError naming the flag: ``--tp: TP 3 does not divide …``. gen-config,
-    plan and the Python API all report bad values through here."""
-    from llmctl.errors import LlmctlError, UsageError
+    plan and the Python API all report bad values through here. ``flag`` is
+    the flag's text (prompts) or a parameter marker (``llmctl.errors.param``:
+    the core), which the CLI spells as the flag."""
+    from llmctl.errors import LlmctlError, UsageError, template_of
 
     if value is None:
         return None
     try:
         return parse(value)
     except ValueError as e:
-        raise UsageError(f"{flag}: {e}") from None
+        raise UsageError(f"{flag}: {template_of(e)}") from None
     except LlmctlError as e:
-        raise UsageError(f"{flag}: {e.message}") from None
+        raise UsageError(f"{flag}: {e.template}") from None
 
 
 def parse_int(text: str | int, *, what: str, minimum: int) -> int:
@@ -341,7 +344,7 @@ class DeploymentSpec:
         for i, m in enumerate(self.models):
             m.check()
             if m.model_id in seen:
-                raise ValueError(f"duplicate model id '{m.model_id}' (models {seen[m.model_id] + 1} and {i + 1}); give each a distinct --model-id")
+                raise ValueError(f"duplicate model id '{m.model_id}' (models {seen[m.model_id] + 1} and {i + 1}); give each a distinct {param('model_id')}")
             seen[m.model_id] = i
         parse_app_name(self.app_name)
         parse_route_prefix(self.route_prefix)

@@ -12,6 +12,14 @@
 - ``tiny_model`` (session): the tiny Llama built once into a temp dir.
 
 Nothing here downloads anything: ``HF_HUB_OFFLINE=1`` for the whole run.
+
+Hypothesis profiles, chosen with ``HYPOTHESIS_PROFILE`` (default ``ci``):
+``ci`` draws new inputs every run within a budget that keeps the validate
+fuzz (tests/test_validate_fuzz.py: 20 x ``max_examples`` documents) at
+30-60 s on 2 cores; ``nightly`` is the long run (25 x as many); ``dev`` is
+``make test-fast``'s quick pass. A failing example is kept in
+``.hypothesis/`` and replayed first next time; Hypothesis prints how to
+reproduce it.
 """
 
 from __future__ import annotations
@@ -22,6 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", max_examples=100, deadline=None, print_blob=True)
+settings.register_profile("nightly", max_examples=2500, deadline=None, print_blob=True)
+settings.register_profile("dev", max_examples=50, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -137,3 +151,33 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "engine" in item.keywords:
                 item.add_marker(skip)
+
+
+def cluster_files() -> set[str]:
+    """Test files with `cluster` or `engine` tests (``tests/test_x.py``, as in test ids)."""
+    import re
+
+    here = Path(__file__).resolve().parent
+    return {f"{here.name}/{p.name}" for p in here.glob("test_*.py")
+            if re.search(r"mark\.(cluster|engine)\b", p.read_text(encoding="utf-8"))}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``-n 2 --dist loadgroup`` (``make test``): every test of a file that
+    has `cluster` or `engine` tests goes to one worker, in file order, as one
+    unit — they share the session's Ray head and their modules' deployed
+    apps, and one vLLM engine at a time is what two cores hold; the other
+    tests are spread over the workers meanwhile. (pytest-xdist's own
+    loadgroup marks the group in the test ids, which pytest 9 no longer lets
+    a plugin change: ``xdist_group`` marks are ignored there.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    files = cluster_files()
+
+    class ClusterTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "cluster" if nodeid.split("::", 1)[0] in files else nodeid
+
+    return ClusterTogether(config, log)

@@ -45,6 +45,12 @@ def run_subprocess(*args: str, cwd: Path | None = None, env: dict | None = None,
     return Result(p.returncode, p.stdout, p.stderr)
 
 
+def readme_python_blocks(section: str = "Python API") -> list[str]:
+    """The ```python blocks of one section of the README, in order."""
+    text = (REPO / "README.md").read_text(encoding="utf-8").split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return [part.split("```", 1)[0] for part in text.split("```python\n")[1:]]
+
+
 def files_under(d: Path) -> list[Path]:
     return sorted(p for p in d.rglob("*") if p.is_file()) if d.exists() else []
 
@@ -103,8 +109,6 @@ class Proc:
 
     def wait_for(self, needle: str, *, stream: str = "out", timeout: float = 120) -> str:
         """Poll until ``needle`` appears in the stream (AssertionError at the deadline)."""
-        import time
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.text(stream)
@@ -119,24 +123,26 @@ class Proc:
             time.sleep(0.1)
         raise AssertionError(f"no {needle!r} after {timeout:.0f}s:\n{self.text('out')}\n{self.text('err')}")
 
-    def interrupt(self, timeout: float = 30) -> Result:
-        """Ctrl-C, pressed again every 10 s while the process runs, as a user
-        would. Once (1 run of about 70), `up --follow` interrupted right as it
-        began following kept following; 65 further tries did not repeat it
-        and no handler in llmctl swallows KeyboardInterrupt (a Python
-        finalizer running the handler would: "Exception ignored")."""
+    def interrupt(self, timeout: float = 15) -> Result:
+        """Ctrl-C, pressed once, as a user would: the process must exit
+        within ``timeout`` seconds (AssertionError otherwise, with its
+        output; it is then killed). Pressing again would hide a lost Ctrl-C:
+        `up --follow` once kept following after one, because a Ctrl-C that
+        arrived during a garbage collection was handled inside the
+        finalizer of a socket llmctl had left open, and that finalizer drops
+        the exception (llmctl.launch.serve_api.ServeClient)."""
         import signal
 
-        deadline = time.monotonic() + timeout
-        while True:
-            self.p.send_signal(signal.SIGINT)
-            try:
-                self.p.wait(timeout=min(10.0, max(0.1, deadline - time.monotonic())))
-                break
-            except subprocess.TimeoutExpired:
-                if time.monotonic() >= deadline:
-                    self.p.kill()
-                    raise
+        self.p.send_signal(signal.SIGINT)
+        try:
+            self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait(timeout=30)
+            for t in self._threads:
+                t.join(timeout=5)
+            raise AssertionError(f"still running {timeout:g}s after one Ctrl-C (killed):\n{self.text('out')[-3000:]}\n"
+                                 f"{self.text('err')[-3000:]}") from None
         for t in self._threads:
             t.join(timeout=5)
         return Result(self.p.returncode, self.text("out"), self.text("err"))

@@ -72,7 +72,7 @@ def test_no_state_means_unreachable(llmctl_home):
 
 def test_stale_state_is_not_a_cluster(llmctl_home):
     stale = cluster.ClusterState(
-        pid=2**22 + 12345, pid_start_ticks=1, ports={"gcs": 1, "serve_http": 2}, dashboard_url="http://127.0.0.1:1",
+        pid=2**22 + 12345, pid_create_time=1.0, ports={"gcs": 1, "serve_http": 2}, dashboard_url="http://127.0.0.1:1",
         gcs_address="127.0.0.1:1", temp_dir="/tmp/llmctl-none", serve_http_port=2, num_cpus=1, num_gpus=0,
         log_file="/dev/null", started_at=0.0,
     )  # fmt: skip
@@ -82,6 +82,35 @@ def test_stale_state_is_not_a_cluster(llmctl_home):
         address.resolve_target(None)
     res = cluster.stop_head(stale)  # nothing to kill, nothing raised
     assert res.pids == [] and res.remaining == []
+
+
+def test_state_file_of_the_previous_version_still_finds_its_head(llmctl_home):
+    """State version 1 kept the leader's /proc start ticks; they are turned
+    into its creation time, so a head started before an upgrade is still
+    found (and stoppable), and a reused PID still is not taken for it."""
+    import os
+    import subprocess
+    import sys
+
+    import psutil
+
+    head = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={"PATH": "/bin", "MARK": "head"})
+    me = psutil.Process(head.pid)
+    ticks = round((me.create_time() - psutil.boot_time()) * os.sysconf("SC_CLK_TCK"))
+    old = {"pid": me.pid, "pid_start_ticks": ticks, "ports": {"gcs": 1, "serve_http": 2}, "dashboard_url": "http://127.0.0.1:1",
+           "gcs_address": "127.0.0.1:1", "temp_dir": "/tmp/llmctl-none", "serve_http_port": 2, "num_cpus": 1, "num_gpus": 0,
+           "log_file": "/dev/null", "started_at": 0.0, "version": 1}  # fmt: skip
+    cluster.state_path().write_text(json.dumps(old))
+    st = cluster.load_state()
+    assert st.version == cluster.STATE_VERSION and abs(st.pid_create_time - me.create_time()) < 0.02
+    try:
+        assert cluster.is_alive(st) and cluster.head_environ(st)["MARK"] == "head"
+        cluster.state_path().write_text(json.dumps({**old, "pid_start_ticks": ticks - 1000}))  # the PID, another process
+        st = cluster.load_state()
+        assert not cluster.is_alive(st) and cluster.cluster_pids(st) == [] and cluster.head_environ(st) is None
+    finally:
+        head.kill()
+        head.wait()
 
 
 def test_http_address_used_as_is(llmctl_home):
@@ -227,7 +256,7 @@ def test_compose_keeps_other_apps_and_pins_local_http(tmp_path, monkeypatch, con
     other = {"name": "other", "route_prefix": "/other", "import_path": "m:app"}
     current = {"applications": {"other": {"deployed_app_config": other}}, "http_options": {"host": "0.0.0.0", "port": 8000}}
     local = cluster.ClusterState(
-        pid=1, pid_start_ticks=1, ports={"serve_http": 26500, "serve_grpc": 26501}, dashboard_url="http://127.0.0.1:1",
+        pid=1, pid_create_time=1.0, ports={"serve_http": 26500, "serve_grpc": 26501}, dashboard_url="http://127.0.0.1:1",
         gcs_address="127.0.0.1:2", temp_dir="/tmp/x", serve_http_port=26500, num_cpus=8, num_gpus=0,
         log_file="/dev/null", started_at=0,
     )  # fmt: skip

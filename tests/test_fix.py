@@ -54,3 +54,19 @@ def test_inline_llm_config_is_fixed_in_the_serve_file(tmp_path):
     assert yaml.safe_load(serve.read_text())["applications"][0]["args"]["llm_configs"][0]["engine_kwargs"]["max_model_len"] == 128
     with pytest.raises(LlmctlError, match="no LLMConfig with model_id 'x'"):
         fix.plan(serve, "a", "x", {"engine_kwargs.max_model_len": 1})
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o600])
+def test_fix_keeps_the_mode_of_the_users_file(tmp_path, mode):
+    """The fixed file (written through a 0600 temporary file) and its backup
+    keep the mode the user's file had."""
+    import os
+    import stat
+
+    gen = llmctl.generate("qwen3-8b", gpu="H100", max_model_len=8192, output_dir=tmp_path)
+    model_file = gen.model_files[0]
+    os.chmod(model_file, mode)
+    bak = fix.apply(fix.plan(gen.serve_file, "llm_app", "qwen3-8b", {"engine_kwargs.max_model_len": 4096}))
+    assert stat.S_IMODE(model_file.stat().st_mode) == mode
+    assert stat.S_IMODE(bak.stat().st_mode) == mode
+    assert not list(tmp_path.rglob("*.tmp"))

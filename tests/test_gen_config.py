@@ -139,6 +139,36 @@ def test_existing_file_needs_force(capsys, tmp_path):
     assert r.code == 0 and target.read_text() != "# mine\n"
 
 
+def test_written_files_get_the_umask_mode_or_keep_the_replaced_ones(capsys, tmp_path):
+    """Generated files are written through 0600 temporary files: a new file
+    gets what open() would give it (0666 minus the umask), a file replaced
+    with --force keeps its mode."""
+    import os
+    import stat
+
+    def modes(d):
+        return {p.name: stat.S_IMODE(p.stat().st_mode) for p in files_under(d)}
+
+    def gen(out, *extra):
+        return run_cli(capsys, "gen-config", "-m", "qwen3-0.6b", "--gpu", "L4", "--max-model-len", "4096", "--yes",
+                       "-o", out, *extra).code
+
+    old = os.umask(0o027)
+    try:
+        assert gen(tmp_path / "a") == 0
+        assert len(modes(tmp_path / "a")) == 2 and set(modes(tmp_path / "a").values()) == {0o640}
+        os.umask(0o022)
+        assert gen(tmp_path / "b") == 0
+        assert set(modes(tmp_path / "b").values()) == {0o644}
+        model = tmp_path / "b" / "model_config" / "qwen3-0.6b.yaml"
+        os.chmod(model, 0o600)
+        assert gen(tmp_path / "b", "--force") == 0
+        assert stat.S_IMODE(model.stat().st_mode) == 0o600  # replaced: its mode kept
+    finally:
+        os.umask(old)
+    assert not [n for n in modes(tmp_path) if n.endswith(".tmp")]
+
+
 def test_serve_file_works_from_another_directory(capsys, tmp_path, monkeypatch):
     """The serve file references absolute paths: validate (and serve run) from elsewhere."""
     out = tmp_path / "x"

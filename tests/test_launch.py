@@ -392,7 +392,7 @@ def test_up_again_is_idempotent_and_follow_keeps_app(tiny_app, cluster_home):
     p = Proc([sys.executable, "-m", "llmctl", "up", str(tiny_app["serve"]), "--follow"], env={"LLMCTL_TEST_TOKEN": SECRET})
     p.wait_for("llm_app is RUNNING")
     p.wait_for("following logs", stream="err")
-    r = p.interrupt()
+    r = p.interrupt()  # one Ctrl-C, as it starts following (once it was lost there: tests/helpers.py)
     assert r.code == 0, r.err
     assert "stopped following" in r.err
     # unchanged config: Serve kept the running replicas (none restarted or updated)
@@ -428,12 +428,32 @@ def test_up_model_path_missing_fails_with_replica_reason(tiny_app, cluster_home,
     assert llmctl("status").code == 1
     r = llmctl("down", "bad_app")
     assert r.code == 0, r.err
+    assert "deleted bad_app" in r.out
 
 
-def test_down_removes_app(tiny_app, cluster_home):
-    r = llmctl("down", "llm_app")
-    assert r.code == 0, r.err
-    assert "deleted llm_app" in r.out
+def test_readme_python_api_up_status_down(tiny_app, cluster_home, tmp_path, monkeypatch, capsys):
+    """The README's launch example, in this process, on the app deployed
+    above: `up` of the unchanged file returns once it is RUNNING (progress
+    through on_event), `status` lists it, `down` removes it."""
+    import shutil
+
+    from helpers import readme_python_blocks
+
+    _, block = readme_python_blocks()
+    shutil.copy(tiny_app["serve"], tmp_path / "serve.yaml")  # its model config paths are absolute
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LLMCTL_TEST_TOKEN", SECRET)
+    namespace: dict = {}
+    exec(compile(block, "README.md (Python API, launch)", "exec"), namespace)
+    result, gone = namespace["result"], namespace["gone"]
+    assert result.running and result.endpoint == f"{cluster_home.http}/v1" and result.model_ids == ["tiny-llama"]
+    assert gone.removed == ["llm_app"] and gone.remaining == [] and not gone.cluster_stopped
+    printed = capsys.readouterr().out
+    assert "validated serve.yaml: 1 application(s) (llm_app), 1 model(s)" in printed  # a Step, as on_event=print shows it
+    assert "llm_app RUNNING — LLMServer:tiny-llama HEALTHY" in printed  # a Progress line
+    assert "llm_app RUNNING ['LLMServer:tiny-llama', 'OpenAiIngress']" in printed  # status
+    assert printed.rstrip().endswith("['llm_app']") and SECRET not in printed
+    # and through the CLI: nothing left to delete
     st = llmctl("status", "--json")
     assert st.code == 0
     assert st.json()["applications"] == []

@@ -106,7 +106,7 @@ def test_no_tp_fits_the_default_context_gives_a_shorter_one_at_the_largest_tp():
 def test_weights_that_fit_nowhere_are_not_silently_shrunk():
     c = sizing.choose(CATALOG["llama-3.1-405b-instruct-fp8"].architecture, GPUS["L4"])
     assert not c.fits and "weights" in c.plan.reason
-    with pytest.raises(DoesNotFit, match=r"^--gpu: llama-3.1-405b-instruct-fp8 does not fit on one L4 node at any TP"):
+    with pytest.raises(DoesNotFit, match=r"^gpu: llama-3.1-405b-instruct-fp8 does not fit on one L4 node at any TP"):
         llmctl.generate("llama-3.1-405b-instruct-fp8", gpu="L4", write_files=False)
 
 
@@ -124,7 +124,7 @@ def test_two_models_on_l4_at_tp1_choose_lengths_that_fit(capsys, tmp_path):
 
 def test_only_what_the_user_set_can_fail():
     # the user set TP 1 and a length: that may not fit (exit 2, naming both)
-    with pytest.raises(DoesNotFit, match=r"^--tp/--max-model-len: llama-3.1-8b-instruct does not fit on L4 at TP 1"):
+    with pytest.raises(DoesNotFit, match=r"^tp/max_model_len: llama-3.1-8b-instruct does not fit on L4 at TP 1"):
         llmctl.generate("llama-3.1-8b-instruct", gpu="L4", tp=1, max_model_len=32768, write_files=False)
     # the user set only the length: llmctl picks a TP that holds it
     gen = llmctl.generate("llama-3.1-8b-instruct", gpu="L4", max_model_len=32768, write_files=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from helpers import REPO, run_cli
+from helpers import REPO, readme_python_blocks, run_cli
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 
@@ -52,14 +52,34 @@ def test_readme_plan_example_is_current(capsys):
     assert advised and advised[0] in r.out
 
 
-def test_readme_python_api_example_runs(tmp_path, monkeypatch):
-    block = README.split("## Python API", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+def test_readme_python_api_example_runs(tmp_path, monkeypatch, capsys):
+    """The offline block (plan, generate, validate) runs as shown; the
+    launch block (up, status, down) compiles here and runs against the
+    suite's cluster in tests/test_launch.py."""
+    offline, launch = readme_python_blocks()
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
-    exec(compile(block, "README.md (Python API)", "exec"), namespace)
+    exec(compile(offline, "README.md (Python API)", "exec"), namespace)
     gen = namespace["gen"]
     assert gen.serve_file.is_file() and gen.serve_file.parent == tmp_path / "configs"
     assert namespace["best"]["tp"] == gen.spec.models[0].tp
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].split()[0] == str(namespace["best"]["tp"]) and printed[1].endswith(f"[{gen.spec.models[0].tp}]")
+    compile(launch, "README.md (Python API, launch)", "exec")
+    assert "llmctl.up(" in launch and "llmctl.status()" in launch and "llmctl.down(" in launch
+
+
+def test_readme_python_api_errors_name_parameters():
+    """What the README says the Python API's errors look like."""
+    import pytest
+
+    import llmctl
+    from llmctl.errors import UsageError
+
+    with pytest.raises(UsageError) as e:
+        llmctl.plan("llama-3.1-8b-instruct", gpu_memory=-1)
+    assert e.value.message == "gpu_memory: must be a positive number of GiB (got -1)" and e.value.param == "gpu_memory"
+    assert f"raises `{e.value.message}`" in " ".join(README.split())
 
 
 def test_readme_kuberay_example_is_what_llmctl_writes(capsys, tmp_path, monkeypatch):

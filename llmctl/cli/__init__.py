@@ -50,7 +50,9 @@ def _run(argv: list[str], debug: bool) -> int:
     except LlmctlError as e:
         if debug:
             raise
-        lines = str(e.message).splitlines() or [""]
+        from llmctl.cli.flags import cli_text
+
+        lines = cli_text(e).splitlines() or [""]
         error(lines[0])
         for line in lines[1:]:
             _plain_err(line)

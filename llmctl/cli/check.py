@@ -29,9 +29,9 @@ def check_cmd(
 
     target = resolve_target(address)
     config = load_deployable(file, local_node=target.is_local)
-    client = ServeClient(target.dashboard_url)
-    res = preflight.check(config, client)
-    versions = None if no_versions else report(client, config)
+    with ServeClient(target.dashboard_url) as client:
+        res = preflight.check(config, client)
+        versions = None if no_versions else report(client, config)
     if json_out:
         print_json({**res.to_json(), **({"versions": versions.data} if versions is not None else {})})
     else:

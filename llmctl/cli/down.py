@@ -9,6 +9,7 @@ from typing_extensions import Annotated
 
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
+from llmctl.cli.flags import cli_text
 from llmctl.cli.options import AddressOpt, JsonOpt
 
 @app.command("down")
@@ -23,9 +24,9 @@ def down_cmd(
     from llmctl import launch
 
     res = None
-    for ev in launch.down(app_name, address=address, stop_cluster=cluster, timeout=timeout):
+    for ev in launch.iter_down(app_name, address=address, stop_cluster=cluster, timeout=timeout):
         if isinstance(ev, launch.Step):
-            err.print(ev.message, markup=False)
+            err.print(cli_text(ev.text), markup=False)
         else:
             res = ev
     assert res is not None

@@ -37,7 +37,8 @@ def logs_cmd(
     print_logs(got)
     from llmctl.launch.serve_api import ServeClient
 
-    st = ServeClient(target.dashboard_url).status()
+    with ServeClient(target.dashboard_url) as client:
+        st = client.status()
     for name, app_status in (st.get("applications") or {}).items():
         if (app_name is None or name == app_name) and app_status.get("status") in ("DEPLOY_FAILED", "UNHEALTHY"):
             for model_id, d in logs.failed_app_diagnoses(target, name, st):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import typer
 from typing_extensions import Annotated
 
@@ -88,29 +86,31 @@ def status_cmd(
 
 def _watch(address, rep, json_out: bool):
     from llmctl import launch
+    from llmctl.cli.views import ctrl_c
 
-    try:
-        if out.is_terminal and not json_out:
-            from rich.live import Live
+    with ctrl_c() as pressed:
+        try:
+            if out.is_terminal and not json_out:
+                from rich.live import Live
 
-            with Live(_status_table(rep), console=out, refresh_per_second=2) as live:
-                while True:
-                    time.sleep(2)
+                with Live(_status_table(rep), console=out, refresh_per_second=2) as live:
+                    while not pressed.wait(2):
+                        rep = launch.status(address)
+                        live.update(_status_table(rep))
+            else:
+                last = None
+                while not pressed.is_set():
+                    text = rep.to_json()
+                    if text != last:
+                        if json_out:
+                            print_json(text)
+                        else:
+                            out.print(_status_table(rep))
+                        last = text
+                    if pressed.wait(2):
+                        break
                     rep = launch.status(address)
-                    live.update(_status_table(rep))
-        else:
-            last = None
-            while True:
-                text = rep.to_json()
-                if text != last:
-                    if json_out:
-                        print_json(text)
-                    else:
-                        out.print(_status_table(rep))
-                    last = text
-                time.sleep(2)
-                rep = launch.status(address)
-    except KeyboardInterrupt:
-        pass
+        except KeyboardInterrupt:
+            pass
     return rep
 

@@ -10,6 +10,7 @@ from typing_extensions import Annotated
 
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
+from llmctl.cli.flags import cli_text
 from llmctl.cli.options import AddressOpt, JsonOpt
 from llmctl.errors import DeployFailed, UsageError
 
@@ -70,10 +71,10 @@ def up_cmd(
     for attempt in range(MAX_FIX_ROUNDS + 1):
         view = ProgressView()
         try:
-            for ev in launch.up(file, address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus,
+            for ev in launch.iter_up(file, address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus,
                                 preflight=not no_preflight, send_token=send_token, http_host=http_host):
                 if isinstance(ev, launch.Step):
-                    view.step(ev.message)
+                    view.step(ev.text)
                 elif isinstance(ev, launch.Progress):
                     view.update(ev)
                 else:
@@ -84,7 +85,7 @@ def up_cmd(
             fixable = [(a, m, d) for a, m, d in e.diagnoses if d.changes and m]
             if not fix or not fixable or attempt == MAX_FIX_ROUNDS:
                 raise
-            err.print(f"error: {e.message}", markup=False, highlight=False)
+            err.print(f"error: {cli_text(e)}", markup=False, highlight=False)
             _apply_fixes(file, fixable, yes)
         finally:
             view.close()

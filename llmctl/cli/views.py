@@ -5,27 +5,16 @@ otherwise; results go to stdout."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
-from typing import Optional
+from typing import Iterator, Optional
 
 
 from llmctl.cli.console import err, out
-
-def replicas_text(counts: dict[str, int], target: int | None = None) -> str:
-    """``1 RUNNING, 1 STARTING (target 2)``: replicas by state, and Serve's target."""
-    text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no replicas yet"
-    return text if target is None else f"{text} (target {target})"
-
-
-def _progress_line(p) -> str:
-    parts = []
-    for a in p.apps:
-        deps = "; ".join(f"{d.name} {d.status} [{replicas_text(d.replicas)}]" for d in a.deployments)
-        parts.append(f"{a.name} {a.status}" + (f" — {deps}" if deps else ""))
-    text = " | ".join(parts) or "waiting for the controller to list the app"
-    if p.note:
-        text += f" ({p.note})"
-    return f"[{p.elapsed:5.1f}s] {text}"
+from llmctl.cli.flags import cli_text
+from llmctl.launch.events import replicas_text  # noqa: F401 (status uses it from here)
 
 
 def _progress_table(p):
@@ -59,6 +48,7 @@ class ProgressView:
         self._last_print = 0.0
 
     def step(self, message: str) -> None:
+        message = cli_text(message)
         if self.live is not None:
             self.live.console.print(message)
         else:
@@ -74,7 +64,7 @@ class ProgressView:
             else:
                 self.live.update(_progress_table(p))
             return
-        line = _progress_line(p)
+        line = str(p)
         sig = line.split("] ", 1)[1]
         now = time.monotonic()
         if sig != self._last or now - self._last_print > 15:
@@ -142,16 +132,39 @@ def print_logs(lines) -> None:
         out.print(f"[{ln.source}] {ln.text}", markup=False, highlight=False)
 
 
+@contextlib.contextmanager
+def ctrl_c() -> Iterator[threading.Event]:
+    """Within: Ctrl-C raises KeyboardInterrupt as usual and also sets the
+    event yielded, which a loop checks each round. A KeyboardInterrupt can be
+    lost — raised while a finalizer runs (a garbage-collected socket's
+    ResourceWarning text is made by Python code, and the finalizer restores
+    the exception state it saved) — the event cannot."""
+    pressed = threading.Event()
+
+    def on_sigint(signum, frame):
+        pressed.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def follow_logs(target, app_name: Optional[str], lines: int) -> None:
+    """Print the app's logs as they are written until Ctrl-C (exit 0; the app keeps running)."""
     from llmctl.launch import logs
 
-    err.print("following logs; Ctrl-C stops following (the app keeps running)", markup=False)
-    gen = logs.follow(target, app_name, lines)
-    try:
-        for ln in gen:
-            out.print(f"[{ln.source}] {ln.text}", markup=False, highlight=False)
-    except KeyboardInterrupt:
+    with ctrl_c() as pressed:
+        err.print("following logs; Ctrl-C stops following (the app keeps running)", markup=False)
+        gen = logs.follow(target, app_name, lines, stop=pressed)
+        try:
+            for ln in gen:
+                out.print(f"[{ln.source}] {ln.text}", markup=False, highlight=False)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            gen.close()
         err.print("stopped following; the app is still running", markup=False)
-    finally:
-        gen.close()
 

@@ -1,9 +1,12 @@
 """Launch and operate: ``up``, ``status``, ``down`` and logs, as a core with no UI.
 
-``up()`` and ``down()`` are generators: they yield :class:`Step` (one-off
-facts: validated, cluster started, deployed) and :class:`Progress` (a
-snapshot of the apps being deployed) and end with a result. They raise
-llmctl.errors types; they never print.
+``up()`` and ``down()`` run to completion and return their result
+(:class:`UpResult`, :class:`DownResult`), with progress to an optional
+``on_event`` callback; ``iter_up()`` and ``iter_down()`` are the same as
+generators: they yield :class:`Step` (one-off facts: validated, cluster
+started, deployed) and :class:`Progress` (a snapshot of the apps being
+deployed) and end with the result. They raise llmctl.errors types; they
+never print.
 
 Modules: :mod:`.cluster` (the local Ray head llmctl owns), :mod:`.address`
 (which cluster a command talks to), :mod:`.serve_api` (Serve's REST API),
@@ -21,9 +24,10 @@ from __future__ import annotations
 from typing import Any
 
 _NAMES = {
-    **{n: "deploy" for n in ("Prepared", "check_models", "compose", "connect", "prepare", "up")},
+    **{n: "deploy" for n in ("Prepared", "compose", "connect", "iter_up", "prepare", "up")},
+    "check_models": "watch",
     **{n: "events" for n in ("Progress", "Step", "UpEvent", "UpResult")},
-    **{n: "operate" for n in ("DownResult", "StatusReport", "down", "status")},
+    **{n: "operate" for n in ("DownResult", "StatusReport", "down", "iter_down", "status")},
     "reason_from_message": "reasons",
 }
 

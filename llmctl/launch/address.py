@@ -7,7 +7,7 @@ import os
 import urllib.parse
 from dataclasses import dataclass
 
-from llmctl.errors import ClusterUnreachable, UsageError
+from llmctl.errors import ClusterUnreachable, UsageError, param
 from llmctl.launch.cluster import ClusterState, running_state
 
 
@@ -26,7 +26,7 @@ class Target:
 def _normalize_http(url: str) -> str:
     p = urllib.parse.urlsplit(url)
     if not p.hostname:
-        raise UsageError(f"--address {url!r}: not a URL")
+        raise UsageError(f"{param('address')} {url!r}: not a URL", param="address")
     return f"{p.scheme}://{p.netloc}".rstrip("/")
 
 
@@ -68,8 +68,8 @@ def _dashboard_from_ray(addr: str, hostport: str, connect_timeout: float = 5.0) 
 
     host, _, port = hostport.rpartition(":")
     if not host or not port.isdigit():
-        raise UsageError(f"--address {addr!r}: expected http://HOST:PORT (the dashboard), HOST:PORT (the GCS) "
-                         "or ray://HOST:PORT (Ray Client)")
+        raise UsageError(f"{param('address')} {addr!r}: expected http://HOST:PORT (the dashboard), HOST:PORT (the GCS) "
+                         "or ray://HOST:PORT (Ray Client)", param="address")
     try:  # fail fast where nothing listens (Ray's own lookup retries for a long time)
         socket.create_connection((host.strip("[]"), int(port)), timeout=connect_timeout).close()
     except OSError as e:
@@ -77,7 +77,7 @@ def _dashboard_from_ray(addr: str, hostport: str, connect_timeout: float = 5.0) 
     try:
         from ray.dashboard.utils import get_address_for_submission_client  # heavy: only here
     except ImportError as e:  # pragma: no cover
-        raise UsageError(f"--address {addr!r}: pass the dashboard URL (http://HOST:PORT) ({e})")
+        raise UsageError(f"{param('address')} {addr!r}: pass the dashboard URL (http://HOST:PORT) ({e})", param="address")
     # Ray's lookup prefers RAY_ADDRESS / RAY_API_SERVER_ADDRESS over its argument: the flag wins here.
     saved = {k: os.environ.pop(k) for k in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS") if k in os.environ}
     try:
@@ -90,8 +90,8 @@ def _dashboard_from_ray(addr: str, hostport: str, connect_timeout: float = 5.0) 
 
 
 def no_cluster_message(url: str | None = None) -> str:
-    where = f"at {url}" if url else "(llmctl has not started a local one, and no --address / RAY_ADDRESS was given)"
+    where = f"at {url}" if url else f"(llmctl has not started a local one, and no {param('address')} / RAY_ADDRESS was given)"
     return (
         f"no Ray cluster reachable {where}; "
-        "`llmctl up FILE` starts a local one, or pass --address http://HOST:PORT (the Ray dashboard)"
+        f"`llmctl up FILE` starts a local one, or pass {param('address', 'http://HOST:PORT')} (the Ray dashboard)"
     )

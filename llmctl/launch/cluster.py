@@ -16,7 +16,9 @@ How the head is started
 ``ray start --head --block`` runs as our child in a new session
 (``start_new_session``), so its PID is also the session id of every process
 Ray starts below it (GCS, raylet, dashboard, workers — workers change their
-process group but not their session). Stopping = SIGTERM to that PID, a short
+process group but not their session). Processes are read through psutil
+(and ``os.getsid``); the leader's creation time, kept with its PID, guards
+against a reused PID. Stopping = SIGTERM to that PID, a short
 wait, then SIGKILL to whatever is left in the session, then a check that
 nothing is left. Ray's own ``stop`` command is never used: it kills every Ray cluster on
 the machine, including other people's.
@@ -48,13 +50,16 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import psutil
+
 from llmctl.errors import LlmctlError
 from llmctl.launch import tokens
 from llmctl.launch.ports import RAY_DEFAULT_PORTS, WORKER_PORTS, pick_ports  # noqa: F401 (re-exported)
 from llmctl.paths import llmctl_home
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the leader's psutil creation time instead of /proc start ticks
 START_TIMEOUT_S = 90.0
+SAME_PROCESS_S = 0.05  # creation times this close are the same process (psutil's are exact to a clock tick)
 
 
 def state_path() -> Path:
@@ -66,7 +71,7 @@ class ClusterState:
     """What ``cluster.json`` holds about the head llmctl started."""
 
     pid: int  # `ray start --head --block`: the session leader
-    pid_start_ticks: int  # /proc/<pid>/stat field 22, guards against PID reuse
+    pid_create_time: float  # psutil's creation time of the leader (seconds since the epoch), guards against PID reuse
     ports: dict[str, int]
     dashboard_url: str
     gcs_address: str
@@ -93,6 +98,10 @@ class ClusterState:
 
     @classmethod
     def from_json(cls, data: dict) -> "ClusterState":
+        data = dict(data)
+        if "pid_create_time" not in data and "pid_start_ticks" in data:  # a state file of llmctl < state version 2
+            data["pid_create_time"] = psutil.boot_time() + int(data["pid_start_ticks"]) / os.sysconf("SC_CLK_TCK")
+            data["version"] = STATE_VERSION
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -139,69 +148,62 @@ def running_state() -> ClusterState | None:
 # processes
 
 
-def _start_ticks(pid: int) -> int | None:
+def _create_time(pid: int) -> float | None:
+    """When process ``pid`` was created (psutil), None if there is none."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return None
-    # comm may contain spaces/parens: split after the last ')'
-    fields = raw[raw.rindex(")") + 2 :].split()
-    return int(fields[19])  # field 22 overall (starttime)
+
+
+def _same_process(pid: int, create_time: float) -> bool | None:
+    """Whether ``pid`` is still the process created at ``create_time``; None if no process has that PID."""
+    now = _create_time(pid)
+    return None if now is None else abs(now - create_time) < SAME_PROCESS_S
 
 
 def _session_id(pid: int) -> int | None:
+    """The session of a live process; None for no process or a zombie (dead, waiting to be reaped)."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return None
+        return os.getsid(pid)
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError, PermissionError, ValueError):
         return None
-    fields = raw[raw.rindex(")") + 2 :].split()
-    if fields[0] == "Z":  # zombie: already dead, only waiting to be reaped
-        return None
-    return int(fields[3])  # field 6 overall (session)
 
 
 def _comm(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
+        return psutil.Process(pid).name()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
         return "?"
 
 
 def session_pids(sid: int) -> list[int]:
     """Live (non-zombie) processes whose session id is ``sid``."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and _session_id(int(entry)) == sid:
-            out.append(int(entry))
-    return sorted(out)
+    return sorted(p for p in psutil.pids() if _session_id(p) == sid)
 
 
 def is_alive(state: ClusterState) -> bool:
-    ticks = _start_ticks(state.pid)
-    return ticks is not None and ticks == state.pid_start_ticks and _session_id(state.pid) is not None
+    return bool(_same_process(state.pid, state.pid_create_time)) and _session_id(state.pid) is not None
 
 
 def cluster_pids(state: ClusterState) -> list[int]:
     """Processes that belong to the cluster: its session, if the leader is ours."""
-    ticks = _start_ticks(state.pid)
-    if ticks is not None and ticks != state.pid_start_ticks:
+    if _same_process(state.pid, state.pid_create_time) is False:
         return []  # the PID was reused by an unrelated process: leave it alone
     return session_pids(state.pid)
 
 
 def head_environ(state: ClusterState) -> dict[str, str] | None:
     """The environment the local head was started with (its raylet and
-    workers inherit it), read from /proc; None when it cannot be read."""
-    try:
-        raw = Path(f"/proc/{state.pid}/environ").read_bytes()
-    except OSError:
+    workers inherit it); None when it cannot be read."""
+    if not _same_process(state.pid, state.pid_create_time):
         return None
-    out: dict[str, str] = {}
-    for item in raw.split(b"\0"):
-        k, sep, v = item.partition(b"=")
-        if sep:
-            out[k.decode(errors="replace")] = v.decode(errors="replace")
-    return out
+    try:
+        return psutil.Process(state.pid).environ()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
 
 
 # --------------------------------------------------------------------------
@@ -325,15 +327,10 @@ def start_head(
             tokens.link(temp_dir, proc.pid, token_fd)
         finally:
             os.close(token_fd)
-        ticks = None
-        for _ in range(50):
-            ticks = _start_ticks(proc.pid)
-            if ticks is not None:
-                break
-            time.sleep(0.01)
+        created = _create_time(proc.pid)  # our child: it exists until we reap it
         state = ClusterState(
             pid=proc.pid,
-            pid_start_ticks=ticks or 0,
+            pid_create_time=created or 0.0,
             ports=ports,
             dashboard_url=f"http://127.0.0.1:{ports['dashboard']}",
             gcs_address=f"127.0.0.1:{ports['gcs']}",
@@ -398,8 +395,7 @@ def stop_head(state: ClusterState | None = None, *, timeout: float = 10.0, remov
         return StopResult([], [], [], 0.0)
     pids = cluster_pids(state)
     if pids:
-        leader_ok = _start_ticks(state.pid) == state.pid_start_ticks
-        if leader_ok:
+        if _same_process(state.pid, state.pid_create_time):
             _signal(state.pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and cluster_pids(state):

@@ -1,9 +1,11 @@
 """`llmctl up`, `status` and `down` as a core with no UI.
 
-``up()`` is a generator: it yields :class:`Step` (one-off facts: validated,
-cluster started, deployed) and :class:`Progress` (a snapshot of the apps being
-deployed: status, deployments, replica states, elapsed seconds) and ends with
-an :class:`UpResult`. It raises llmctl.errors types; it never prints.
+``up()`` runs to completion and returns an :class:`UpResult`; progress goes
+to an optional ``on_event`` callback. ``iter_up()`` is the same as a
+generator: it yields :class:`Step` (one-off facts: validated, cluster
+started, deployed) and :class:`Progress` (a snapshot of the apps being
+deployed: status, deployments, replica states, elapsed seconds) and ends
+with the :class:`UpResult`. Both raise llmctl.errors types; they never print.
 
 How a serve file reaches the cluster
 ------------------------------------
@@ -27,7 +29,7 @@ never sends a value:
 - to a cluster llmctl did not start, the references go as they are and Ray
   fills them from the nodes' environment (``ray._private.utils.update_envs``:
   ``os.path.expandvars`` on the worker; an unset one becomes "").
-``--send-token`` fills the values into the payload instead, with a warning:
+``send_token`` (``--send-token``) fills the values into the payload instead, with a warning:
 Ray's dashboard API returns runtime_env values to every client. Whatever
 value llmctl learns is scrubbed from the text it shows (Ray's errors, logs).
 """
@@ -39,12 +41,10 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
-
-import httpx
+from typing import Callable, Generator, Iterator
 
 from llmctl.engine_args import pooling_task
-from llmctl.errors import ClusterUnreachable, DeployFailed, PreflightFailed, UsageError
+from llmctl.errors import ClusterUnreachable, DeployFailed, PreflightFailed, UsageError, param
 from llmctl.sources import env_ref
 from llmctl.builders import app_llm_configs, runtime_envs
 from llmctl.launch import address as _address
@@ -52,20 +52,8 @@ from llmctl.launch import cluster as _cluster
 from llmctl.launch import preflight as _preflight
 from llmctl.launch import tokens as _tokens
 from llmctl.launch.events import Progress, Step, UpEvent, UpResult
-from llmctl.launch.reasons import failure_message
-from llmctl.launch.watch import ResourceWatcher
-from llmctl.launch.serve_api import (
-    TERMINAL_BAD,
-    ServeClient,
-    deployed_configs,
-    http_base,
-    scrub,
-    secret_values,
-    summarize,
-    wait_gone,
-)
-
-POLL_S = 0.5
+from llmctl.launch.watch import check_models, wait_running  # noqa: F401 (check_models: re-exported)
+from llmctl.launch.serve_api import TERMINAL_BAD, ServeClient, deployed_configs, scrub, summarize, wait_gone
 
 
 # --------------------------------------------------------------------------
@@ -226,8 +214,9 @@ def compose(prepared: Prepared, current: dict, local: _cluster.ClusterState | No
         if remote and is_loopback(http.get("host")):
             raise UsageError(
                 f"http_options.host is {http['host']}: on the cluster at {dashboard_url} Serve's proxies would accept "
-                "connections from their own node only, so the endpoint is unreachable from here; pass `--http-host "
-                "0.0.0.0` (or the nodes' address), or write the file with `gen-config --http-host 0.0.0.0`")
+                f"connections from their own node only, so the endpoint is unreachable from here; pass "
+                f"`{param('http_host', '0.0.0.0')}` (or the nodes' address), or write the file with "
+                "`gen-config --http-host 0.0.0.0`", param="http_host")
     if http:
         payload["http_options"] = http
     if "proxy_location" not in payload and current.get("proxy_location"):
@@ -273,8 +262,8 @@ def token_steps(prepared: Prepared, target: _address.Target, environ: dict[str, 
             raise UsageError(
                 f"the local Ray head was started without {', '.join(missing)} in its environment, and Ray fills "
                 f"${{{missing[0]}}} from the node's environment: export {missing[0]}=… and restart the head "
-                "(`llmctl down --cluster`, then `llmctl up` again); --send-token sends the value instead (readable by "
-                "every dashboard client)")
+                f"(`llmctl down --cluster`, then `llmctl up` again); {param('send_token', True)} sends the value instead "
+                "(readable by every dashboard client)")
         stale = [v for v in names if env.get(v) and env.get(v) != head.get(v)]
         return [Step(f"{', '.join(names)}: sent as ${{…}} references, filled by Ray from the local head's environment "
                      "(the values never reach Ray's API or the config)")] + \
@@ -282,7 +271,7 @@ def token_steps(prepared: Prepared, target: _address.Target, environ: dict[str, 
                   "(restart the head to change it)") for v in stale]
     return [Step(f"warning: {', '.join(names)} sent as ${{…}} references: Ray fills them from the environment of the "
                  "cluster's nodes, which must hold them (set before `ray start`); unset, they become empty strings. "
-                 "--send-token sends the values instead, readable by every dashboard client")]
+                 f"{param('send_token', True)} sends the values instead, readable by every dashboard client")]
 
 
 def cluster_versions_steps(client: ServeClient, config: dict) -> list[Step]:
@@ -293,24 +282,20 @@ def cluster_versions_steps(client: ServeClient, config: dict) -> list[Step]:
     return ([Step(r.info)] if r.info else []) + [Step(f"warning: {w}") for w in r.warnings]
 
 
-def up(
-    serve_path: Path | str,
-    *,
-    address: str | None = None,
-    timeout: float = 900.0,
-    wait: bool = True,
-    num_cpus: int | None = None,
-    preflight: bool = True,
-    send_token: bool = False,
-    http_host: str | None = None,
-) -> Iterator[UpEvent]:
-    """Validate, (start a local head,) preflight, deploy, wait until RUNNING.
+# --------------------------------------------------------------------------
+# up, seam by seam: prepare → connect (start the head) → tokens → preflight →
+# deploy → watch (launch/watch.py). Each seam is a generator of Steps that
+# returns what the next one needs.
 
-    Yields Step and Progress events and ends with an UpResult; raises
-    ValidationFailed / PreflightFailed (exit 2), DeployFailed (exit 1),
-    ClusterUnreachable (exit 3)."""
-    t0 = time.monotonic()
-    local_default = (address or "").strip() in ("", "local", "auto")
+
+def _local_default(address: str | None) -> bool:
+    return (address or "").strip() in ("", "local", "auto")
+
+
+def _prepare_steps(serve_path: Path | str, address: str | None, send_token: bool,
+                   http_host: str | None) -> Generator[Step, None, Prepared]:
+    """Validate and load the file; the warnings that need no cluster."""
+    local_default = _local_default(address)
     starting = local_default and _cluster.running_state() is None
     # A head llmctl starts inherits this environment: the variables must be set now.
     prepared = prepare(serve_path, local_node=local_default, send_tokens=send_token or starting)
@@ -322,40 +307,58 @@ def up(
     if starting and not send_token and prepared.env_vars_used:
         prepared = prepare(serve_path, local_node=True, send_tokens=False)  # checked above; keep the references
     if send_token and prepared.env_vars_used:
-        yield Step(f"warning: --send-token: the values of {', '.join(sorted(set(prepared.env_vars_used)))} go into the "
-                   "deployed config, which Ray's dashboard API returns to every client and Ray logs")
+        yield Step(f"warning: {param('send_token', True)}: the values of {', '.join(sorted(set(prepared.env_vars_used)))} "
+                   "go into the deployed config, which Ray's dashboard API returns to every client and Ray logs")
     if local_default:  # the local head runs the vLLM installed here
         from llmctl.compat import warning as version_warning
 
         version = version_warning()
         if version:
             yield Step(f"warning: {version}")
-    if local_default and _cluster.running_state() is None:
+        if http_host:
+            raise UsageError(f"{param('http_host')}: the local head llmctl starts serves on 127.0.0.1 only; "
+                             f"{param('http_host')} is for a cluster given with {param('address')}", param="http_host")
+    return prepared
+
+
+def _connect_steps(address: str | None, num_cpus: int | None) -> Generator[Step, None, tuple[ServeClient, _address.Target, bool]]:
+    """The cluster to deploy to; the local head started when there is none."""
+    if _local_default(address) and _cluster.running_state() is None:
         yield Step("starting a local Ray head (127.0.0.1, private ports and temp dir) …")
-    if http_host and local_default:
-        raise UsageError("--http-host: the local head llmctl starts serves on 127.0.0.1 only; --http-host is for a "
-                         "cluster given with --address")
     client, target, started = connect(address, start=True, num_cpus=num_cpus)
     if started:
-        st = target.local
-        yield Step(f"started a local Ray head: dashboard {st.dashboard_url}, state {_cluster.state_path()}")
-    if not send_token:
-        if target.local is not None:
-            msgs, handled, value = _tokens.hand_over(prepared.config, target.local.pid, target.local.token_fd, os.environ)
-            prepared.env_vars_used = [v for v in prepared.env_vars_used if v not in handled]
-            if value:
-                prepared.secrets.append(value)
-            yield from (Step(m) for m in msgs)
-        yield from token_steps(prepared, target)
-    if preflight:
-        pf = _preflight.check(prepared.config, client)
-        for w in pf.warnings:
-            yield Step(f"warning: {w}")
-        if not pf.ok:
-            raise PreflightFailed("\n".join(pf.errors) + "\nnothing was deployed (`llmctl check` repeats this; --no-preflight skips it)")
-        yield Step(f"preflight: the cluster can hold it ({len(pf.nodes)} node(s), {pf.seconds:.2f}s)")
-        if target.local is None:  # a cluster llmctl did not start: its replicas run the vLLM installed there
-            yield from cluster_versions_steps(client, prepared.config)
+        yield Step(f"started a local Ray head: dashboard {target.local.dashboard_url}, state {_cluster.state_path()}")
+    return client, target, started
+
+
+def _token_steps(prepared: Prepared, target: _address.Target) -> Iterator[Step]:
+    """The Hub token handed to the local head in memory; where the other references get their values."""
+    if target.local is not None:
+        msgs, handled, value = _tokens.hand_over(prepared.config, target.local.pid, target.local.token_fd, os.environ)
+        prepared.env_vars_used = [v for v in prepared.env_vars_used if v not in handled]
+        if value:
+            prepared.secrets.append(value)
+        yield from (Step(m) for m in msgs)
+    yield from token_steps(prepared, target)
+
+
+def _preflight_steps(prepared: Prepared, client: ServeClient, target: _address.Target) -> Iterator[Step]:
+    """Can the cluster hold it? PreflightFailed (nothing deployed) when not."""
+    pf = _preflight.check(prepared.config, client)
+    for w in pf.warnings:
+        yield Step(f"warning: {w}")
+    if not pf.ok:
+        raise PreflightFailed("\n".join(pf.errors) + "\nnothing was deployed (`llmctl check` repeats this; "
+                              f"{param('preflight', False)} skips it)")
+    yield Step(f"preflight: the cluster can hold it ({len(pf.nodes)} node(s), {pf.seconds:.2f}s)")
+    if target.local is None:  # a cluster llmctl did not start: its replicas run the vLLM installed there
+        yield from cluster_versions_steps(client, prepared.config)
+
+
+def _deploy_steps(prepared: Prepared, client: ServeClient, target: _address.Target,
+                  http_host: str | None) -> Generator[Step, None, tuple[dict, float]]:
+    """PUT the apps (with the others already running). Returns the apps being
+    replaced ({name: their last_deployed_time_s}) and when the PUT returned."""
     current = client.status()
     payload = compose(prepared, current, target.local, dashboard_url=target.dashboard_url, http_host=http_host)
     # Ray does not retry a failed app whose config did not change: remove it first.
@@ -387,63 +390,79 @@ def up(
     try:
         client.deploy(payload)
     except DeployFailed as e:
-        raise DeployFailed(scrub(e.message, prepared.secrets)) from None
+        raise DeployFailed(scrub(e.template, prepared.secrets)) from None
     t_deploy = time.monotonic()
     yield Step(f"deployed to {target.dashboard_url}")
-
-    if not wait:
-        st = client.status()
-        apps = [a for a in summarize(st, client.url) if a.name in prepared.app_names]
-        yield _result(apps, client, target, prepared, time.monotonic() - t0, False, started)
-        return
-
-    watcher = ResourceWatcher(client, prepared.app_names)
-    deadline = t_deploy + timeout
-    while True:
-        st = client.status()
-        raw_apps = st.get("applications") or {}
-        for name, t_before in list(stale.items()):
-            if name in raw_apps and raw_apps[name].get("last_deployed_time_s") != t_before:
-                del stale[name]  # the controller has the new config
-        if stale and time.monotonic() - t_deploy < 30:
-            for name in stale:
-                raw_apps.pop(name, None)  # not ours yet: show as not listed
-        else:
-            stale.clear()
-        apps = [a for a in summarize(st, client.url) if a.name in prepared.app_names]
-        by_name = {a.name: a for a in apps}
-        note = ""
-        failed = [a for a in apps if a.status in TERMINAL_BAD]
-        if failed:
-            text, found = failure_message(failed[0], st, target, prepared.sources, prepared.llm_configs)
-            raise DeployFailed(scrub(text, prepared.secrets + secret_values(st)), diagnoses=found)
-        if len(by_name) == len(prepared.app_names) and all(a.status == "RUNNING" for a in apps):
-            yield Progress(time.monotonic() - t0, apps)
-            break
-        problem = watcher.check(st)
-        if problem is not None:
-            fatal, text = problem
-            if fatal:
-                raise DeployFailed(scrub(text, prepared.secrets))
-            note = text
-        yield Progress(time.monotonic() - t0, apps, note)
-        if time.monotonic() > deadline:
-            states = ", ".join(f"{a.name} {a.status}" for a in apps) or "not listed yet"
-            raise DeployFailed(
-                f"timed out after {timeout:.0f}s ({states}){'; ' + note if note else ''}; "
-                "the deployment continues on the cluster: see `llmctl status` / `llmctl logs`, or remove it with `llmctl down APP`"
-            )
-        time.sleep(POLL_S)
-
-    # RUNNING: the HTTP endpoint must list the models.
-    base = http_base(st, client.url)
-    for app in apps:
-        if app.endpoint and prepared.model_ids.get(app.name):
-            check_models(app.endpoint, prepared.model_ids[app.name], timeout=30)
-    yield _result(apps, client, target, prepared, time.monotonic() - t0, True, started, base)
+    return stale, t_deploy
 
 
-def _result(apps, client, target, prepared, elapsed, running, started, base=None) -> UpResult:
+def iter_up(
+    serve_path: Path | str,
+    *,
+    address: str | None = None,
+    timeout: float = 900.0,
+    wait: bool = True,
+    num_cpus: int | None = None,
+    preflight: bool = True,
+    send_token: bool = False,
+    http_host: str | None = None,
+) -> Iterator[UpEvent]:
+    """:func:`up` as a generator: yields Step and Progress events as they
+    happen and ends with the UpResult (the CLI's progress display)."""
+    t0 = time.monotonic()
+    prepared = yield from _prepare_steps(serve_path, address, send_token, http_host)
+    client, target, started = yield from _connect_steps(address, num_cpus)
+    with client:
+        if not send_token:
+            yield from _token_steps(prepared, target)
+        if preflight:
+            yield from _preflight_steps(prepared, client, target)
+        stale, t_deploy = yield from _deploy_steps(prepared, client, target, http_host)
+        if not wait:
+            apps = [a for a in summarize(client.status(), client.url) if a.name in prepared.app_names]
+            yield _result(apps, client, target, prepared, time.monotonic() - t0, False, started)
+            return
+        apps = yield from wait_running(client, target, prepared, stale, t0=t0, t_deploy=t_deploy, timeout=timeout)
+        # RUNNING: the HTTP endpoint must list the models.
+        for app in apps:
+            if app.endpoint and prepared.model_ids.get(app.name):
+                check_models(app.endpoint, prepared.model_ids[app.name], timeout=30)
+        yield _result(apps, client, target, prepared, time.monotonic() - t0, True, started)
+
+
+def up(
+    serve_path: Path | str,
+    *,
+    address: str | None = None,
+    timeout: float = 900.0,
+    wait: bool = True,
+    num_cpus: int | None = None,
+    preflight: bool = True,
+    send_token: bool = False,
+    http_host: str | None = None,
+    on_event: Callable[[Step | Progress], None] | None = None,
+) -> UpResult:
+    """Validate, (start a local head,) preflight, deploy, wait until RUNNING;
+    returns the :class:`UpResult` (endpoint, model ids, apps).
+
+    ``address``: a dashboard URL, GCS ``host:port`` or ``ray://host:port``
+    (default: the local head llmctl started, started now if none runs).
+    ``wait=False`` returns once Ray took the config. Progress goes to
+    ``on_event`` (a :class:`Step` or :class:`Progress`; ``print`` shows one
+    line each). Raises ValidationFailed / PreflightFailed (exit 2),
+    DeployFailed (exit 1), ClusterUnreachable (exit 3)."""
+    result = None
+    for ev in iter_up(serve_path, address=address, timeout=timeout, wait=wait, num_cpus=num_cpus, preflight=preflight,
+                      send_token=send_token, http_host=http_host):
+        if isinstance(ev, UpResult):
+            result = ev
+        elif on_event is not None:
+            on_event(ev)
+    assert result is not None
+    return result
+
+
+def _result(apps, client, target, prepared, elapsed, running, started) -> UpResult:
     endpoint = next((a.endpoint for a in apps if a.endpoint), None)
     ids = [m for name in prepared.app_names for m in prepared.model_ids.get(name, [])]
     return UpResult(
@@ -457,27 +476,3 @@ def _result(apps, client, target, prepared, elapsed, running, started, base=None
         local=target.is_local,
         cluster_started=started,
     )
-
-
-def check_models(endpoint: str, model_ids: list[str], *, timeout: float = 30.0) -> list[str]:
-    """``GET {endpoint}/models`` until it lists every id; returns the listed ids."""
-    url = endpoint.rstrip("/") + "/models"
-    t0 = time.monotonic()
-    last = ""
-    while True:
-        try:
-            r = httpx.get(url, timeout=10, trust_env=False)
-            r.raise_for_status()
-            listed = [m.get("id") for m in r.json().get("data") or []]
-            missing = [m for m in model_ids if m not in listed]
-            if not missing:
-                return listed
-            last = f"it lists {listed}, not {missing}"
-        except httpx.HTTPStatusError as e:
-            last = f"HTTP {e.response.status_code}"
-        except (httpx.TransportError, ValueError) as e:
-            last = str(e) or type(e).__name__
-        if time.monotonic() - t0 > timeout:
-            raise DeployFailed(f"the app is RUNNING but GET {url} failed: {last}")
-        time.sleep(0.5)
-

@@ -3,20 +3,53 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
-from llmctl.launch.serve_api import AppSummary
+from llmctl.errors import render
+
+if TYPE_CHECKING:  # pragma: no cover - no httpx import for the CLI's views
+    from llmctl.launch.serve_api import AppSummary
+
 
 @dataclass
 class Step:
-    message: str
+    """A one-off fact (validated, cluster started, deployed, a warning).
+    ``text`` may name parameters (``llmctl.errors.param``); ``message`` and
+    ``str()`` spell them as the Python API does."""
+
+    text: str
+
+    @property
+    def message(self) -> str:
+        return render(self.text)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def replicas_text(counts: dict[str, int], target: int | None = None) -> str:
+    """``1 RUNNING, 1 STARTING (target 2)``: replicas by state, and Serve's target."""
+    text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no replicas yet"
+    return text if target is None else f"{text} (target {target})"
 
 
 @dataclass
 class Progress:
+    """A snapshot of the apps being deployed; ``str()`` is one line of it."""
+
     elapsed: float
     apps: list[AppSummary]
     note: str = ""
+
+    def __str__(self) -> str:
+        parts = []
+        for a in self.apps:
+            deps = "; ".join(f"{d.name} {d.status} [{replicas_text(d.replicas)}]" for d in a.deployments)
+            parts.append(f"{a.name} {a.status}" + (f" — {deps}" if deps else ""))
+        text = " | ".join(parts) or "waiting for the controller to list the app"
+        if self.note:
+            text += f" ({self.note})"
+        return f"[{self.elapsed:5.1f}s] {text}"
 
 
 @dataclass

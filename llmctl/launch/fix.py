@@ -22,6 +22,7 @@ import yaml
 
 from llmctl import yaml_edit
 from llmctl.errors import LlmctlError
+from llmctl.paths import file_mode
 from llmctl.builders import app_llm_configs
 from llmctl.validate.serve_config import config_file_path
 
@@ -93,10 +94,17 @@ def apply(p: FixPlan) -> Path:
     """Write the fixed file atomically, the old one kept as a backup; returns the backup's path."""
     if p.file.read_text(encoding="utf-8") != p.old_text:
         raise LlmctlError(f"{p.file} changed since the fix was planned; nothing written")
+    mode = file_mode(p.file)  # the fixed file and its backup keep the user's mode (mkstemp would make 0600)
     bak = backup_path(p.file)
     bak.write_text(p.old_text, encoding="utf-8")
+    os.chmod(bak, mode)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.file.name}.", suffix=".tmp", dir=p.file.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(p.new_text)
-    os.replace(tmp, p.file)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(p.new_text)
+        os.replace(tmp, p.file)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return bak

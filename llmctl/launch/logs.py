@@ -15,8 +15,12 @@ Local cluster (the one llmctl started): files under
 Remote cluster: the same files through Ray's log API on the dashboard
 (``/api/v0/logs``), listed per node.
 
-``tail()`` returns the last lines; ``follow()`` yields new lines until the
-caller stops iterating (Ctrl-C in the CLI). Neither touches the app.
+One path reads them: :func:`_sources` lists the files (each with the
+deployment and process it belongs to), :func:`_read` returns a file's last
+lines (from disk, or through the log API). ``tail()`` (``llmctl logs``,
+the diagnoses of ``status``) and ``replica_log_tail()`` (why ``up`` failed)
+are both built on them; ``follow()`` yields new lines until the caller stops
+iterating (Ctrl-C in the CLI). None of them touches the app.
 """
 
 from __future__ import annotations
@@ -48,19 +52,25 @@ class _Src:
     path: str  # local path, or filename for the log API
     node_id: str | None = None  # remote only
     app_filter: str | None = None  # keep only lines that mention this app (controller)
+    deployment: str | None = None  # the Serve deployment a replica's file belongs to
+    pid: int | None = None  # the process whose stdout / stderr the file is
 
 
 def _safe(name: str) -> str:
     return name.replace("/", "_")
 
 
-def _replica_label(fname: str, app: str) -> str:
+def _replica_src(fname: str, app: str, path: str, node_id: str | None = None, at: str = "") -> _Src:
+    """A replica's Serve log, ``replica_<app>_<deployment>_<id>.log``."""
     stem = fname[: -len(".log")] if fname.endswith(".log") else fname
     rest = stem[len(f"replica_{_safe(app)}_") :]
     dep, _, rid = rest.rpartition("_")
     if dep.startswith("LLMServer_"):  # Serve writes "LLMServer:<id>" as "LLMServer_<id>"
         dep = "LLMServer:" + dep[len("LLMServer_") :]
-    return f"replica {dep or rest} {rid}".strip()
+    return _Src(f"replica {dep or rest} {rid}".strip() + at, path, node_id, deployment=dep or rest)
+
+
+_WORKER_FILE = re.compile(r"worker-.*-(\d+)\.(out|err)$")
 
 
 def _app_names(client: ServeClient) -> tuple[list[str], dict]:
@@ -68,13 +78,14 @@ def _app_names(client: ServeClient) -> tuple[list[str], dict]:
     return sorted((st.get("applications") or {}).keys()), st
 
 
-def _replica_pids(status: dict, apps: list[str]) -> list[tuple[str, int]]:
-    out = []
+def _replica_pids(status: dict, apps: list[str]) -> dict[int, tuple[str, str]]:
+    """{pid: (label, deployment)} of the replicas Serve lists for ``apps``."""
+    out = {}
     for name in apps:
         for dname, dep in (((status.get("applications") or {}).get(name) or {}).get("deployments") or {}).items():
             for r in dep.get("replicas") or []:
                 if r.get("pid"):
-                    out.append((f"{dname} {r.get('replica_id', '')}".strip(), int(r["pid"])))
+                    out[int(r["pid"])] = (f"{dname} {r.get('replica_id', '')}".strip(), dname)
     return out
 
 
@@ -82,7 +93,8 @@ def _mentions(line: str, app: str) -> bool:
     return f"'{app}'" in line or f"app='{app}'" in line or f"_{app}_" in line or f" {app} " in line
 
 
-def _local_sources(target: Target, app: str | None, status: dict, apps: list[str]) -> list[_Src]:
+def _local_sources(target: Target, app: str | None, status: dict, apps: list[str],
+                   pids: dict[int, tuple[str, str]]) -> list[_Src]:
     logs = target.local.session_dir / "logs"
     serve = logs / "serve"
     srcs: list[_Src] = []
@@ -94,12 +106,12 @@ def _local_sources(target: Target, app: str | None, status: dict, apps: list[str
         for p in sorted(serve.glob(f"controller_build_{_safe(name)}_*.log")):
             srcs.append(_Src(f"build {name}", str(p)))
         for p in sorted(serve.glob(f"replica_{_safe(name)}_*.log")):
-            srcs.append(_Src(_replica_label(p.name, name), str(p)))
+            srcs.append(_replica_src(p.name, name, str(p)))
     live = set()
-    for label, pid in _replica_pids(status, apps):
+    for pid, (label, dname) in pids.items():
         for stream in ("out", "err"):
             for p in sorted(logs.glob(f"worker-*-{pid}.{stream}")):
-                srcs.append(_Src(f"std{stream} {label}", str(p)))
+                srcs.append(_Src(f"std{stream} {label}", str(p), deployment=dname, pid=pid))
                 live.add(p.name)
     srcs += _ended_replica_sources(logs, apps, live)
     return srcs
@@ -120,7 +132,9 @@ def _ended_replica_sources(logs: Path, apps: list[str], live: set[str]) -> list[
         for name in apps:
             m = re.search(rf"^:actor_name:ServeReplica:{re.escape(name)}:(\S+)", head, re.M)
             if m:
-                out.append(_Src(f"{p.suffix[1:].replace('out', 'stdout').replace('err', 'stderr')} {m.group(1)} (ended)", str(p)))
+                w = _WORKER_FILE.match(p.name)
+                out.append(_Src(f"{p.suffix[1:].replace('out', 'stdout').replace('err', 'stderr')} {m.group(1)} (ended)", str(p),
+                                deployment=m.group(1), pid=int(w.group(1)) if w else None))
     return out
 
 
@@ -147,9 +161,9 @@ def failed_app_diagnoses(target: Target, app: str, status: dict) -> list:
     return out
 
 
-def _remote_sources(client: ServeClient, app: str | None, status: dict, apps: list[str]) -> list[_Src]:
+def _remote_sources(client: ServeClient, app: str | None, status: dict, apps: list[str],
+                    pids: dict[int, tuple[str, str]]) -> list[_Src]:
     srcs: list[_Src] = []
-    pids = dict((pid, label) for label, pid in _replica_pids(status, apps))
     for node in client.nodes():
         if node.get("state") != "ALIVE":
             continue
@@ -164,26 +178,49 @@ def _remote_sources(client: ServeClient, app: str | None, status: dict, apps: li
                 srcs.append(_Src("controller", f, nid, app))
             for name in apps:
                 if base.startswith(f"replica_{_safe(name)}_"):
-                    srcs.append(_Src(_replica_label(base, name) + at, f, nid))
+                    srcs.append(_replica_src(base, name, f, nid, at))
                 elif base.startswith(f"controller_build_{_safe(name)}_"):
                     srcs.append(_Src(f"build {name}", f, nid))
-            m = re.match(r"worker-.*-(\d+)\.(out|err)$", base)
+            m = _WORKER_FILE.match(base)
             if m and int(m.group(1)) in pids:
-                srcs.append(_Src(f"std{m.group(2)} {pids[int(m.group(1))]}{at}", f, nid))
+                label, dname = pids[int(m.group(1))]
+                srcs.append(_Src(f"std{m.group(2)} {label}{at}", f, nid, deployment=dname, pid=int(m.group(1))))
     return srcs
 
 
-def _sources(target: Target, app: str | None) -> tuple[list[_Src], ServeClient, list[str]]:
-    """The log files to show, the client, and secret values to scrub from them."""
-    client = ServeClient(target.dashboard_url)
-    names, status = _app_names(client)
+def _sources(client: ServeClient, target: Target, app: str | None, *, status: dict | None = None,
+             pids: dict[int, tuple[str, str]] | None = None) -> tuple[list[_Src], list[str]]:
+    """The log files to show, and secret values to scrub from them.
+    ``status``: Serve's status if the caller has it; ``pids``: more processes
+    whose stdout / stderr to include ({pid: (label, deployment)}, e.g. a
+    replica that ended)."""
+    if status is None:
+        names, status = _app_names(client)
+    else:
+        names = sorted((status.get("applications") or {}).keys())
     if app is not None and app not in names:
         raise UsageError(f"no application named {app!r} (apps: {', '.join(names) or 'none'})")
     apps = [app] if app else names
     secrets = secret_values(status)
-    if target.is_local and target.local.session_dir.exists():
-        return _local_sources(target, app, status, apps), client, secrets
-    return _remote_sources(client, app, status, apps), client, secrets
+    procs = {**(pids or {}), **_replica_pids(status, apps)}
+    if _on_disk(target):
+        return _local_sources(target, app, status, apps, procs), secrets
+    return _remote_sources(client, app, status, apps, procs), secrets
+
+
+def _on_disk(target: Target) -> bool:
+    """The cluster's log files are on this machine's disk (the local head)."""
+    return target.is_local and target.local.session_dir.exists()
+
+
+def _read(src: _Src, n: int, client: ServeClient) -> list[str]:
+    """The last ``n`` lines of a log file: from disk, or through Ray's log API."""
+    if src.node_id is None:
+        return _read_tail(src.path, n)
+    try:
+        return client.log_file(src.node_id, src.path, lines=n).splitlines()
+    except (HTTPFailure, ClusterUnreachable):
+        return []
 
 
 def _read_tail(path: str, n: int) -> list[str]:
@@ -221,48 +258,52 @@ def _filter(src: _Src, lines: list[str]) -> list[str]:
 
 def tail(target: Target, app: str | None = None, lines: int = 50) -> list[LogLine]:
     """The last ``lines`` lines of each log of the app (all apps if None)."""
-    srcs, client, secrets = _sources(target, app)
+    with ServeClient(target.dashboard_url) as client:
+        return _tail(client, target, app, lines)
+
+
+def _tail(client: ServeClient, target: Target, app: str | None, lines: int) -> list[LogLine]:
+    srcs, secrets = _sources(client, target, app)
     out: list[LogLine] = []
     for src in srcs:
-        if src.node_id is None:
-            raw = _read_tail(src.path, lines * (20 if src.app_filter else 1))
-        else:
-            try:
-                raw = client.log_file(src.node_id, src.path, lines=lines * (20 if src.app_filter else 1)).splitlines()
-            except HTTPFailure:
-                raw = []
+        raw = _read(src, lines * (20 if src.app_filter else 1), client)
         out.extend(LogLine(src.label, scrub(ln, secrets)) for ln in _filter(src, raw)[-lines:])
     return out
 
 
-def follow(target: Target, app: str | None = None, lines: int = 10, *, poll: float = 0.5) -> Iterator[LogLine]:
-    """Yield the last ``lines`` lines, then new lines as they are written, forever.
+def follow(target: Target, app: str | None = None, lines: int = 10, *, poll: float = 0.5,
+           stop: threading.Event | None = None) -> Iterator[LogLine]:
+    """Yield the last ``lines`` lines, then new lines as they are written,
+    until ``stop`` is set (checked every ``poll`` seconds) or the caller stops
+    iterating (closing the generator, Ctrl-C).
 
-    New replicas' files are picked up as they appear. Stop by closing the
-    generator (or Ctrl-C); the app is not touched.
+    New replicas' files are picked up as they appear. The app is not touched.
     """
-    if target.is_local and target.local.session_dir.exists():
-        yield from _follow_local(target, app, lines, poll)
-    else:
-        yield from _follow_remote(target, app, lines)
+    stop = stop or threading.Event()
+    with ServeClient(target.dashboard_url) as client:  # one client, closed when following ends
+        if _on_disk(target):
+            yield from _follow_local(client, target, app, lines, poll, stop)
+        else:
+            yield from _follow_remote(client, target, app, lines, poll, stop)
 
 
-def _follow_local(target: Target, app: str | None, lines: int, poll: float) -> Iterator[LogLine]:
-    for ln in tail(target, app, lines):
+def _follow_local(client: ServeClient, target: Target, app: str | None, lines: int, poll: float,
+                  stop: threading.Event) -> Iterator[LogLine]:
+    for ln in _tail(client, target, app, lines):
         yield ln
     offsets: dict[str, int] = {}
     partial: dict[str, str] = {}
-    srcs, _, secrets = _sources(target, app)
+    srcs, secrets = _sources(client, target, app)
     for s in srcs:
         try:
             offsets[s.path] = Path(s.path).stat().st_size
         except OSError:
             offsets[s.path] = 0
     last_scan = time.monotonic()
-    while True:
+    while not stop.is_set():
         if time.monotonic() - last_scan > 2.0:
             try:
-                fresh, _, secrets = _sources(target, app)
+                fresh, secrets = _sources(client, target, app)
             except (ClusterUnreachable, UsageError):
                 fresh = srcs
             for s in fresh:
@@ -288,8 +329,9 @@ def _follow_local(target: Target, app: str | None, lines: int, poll: float) -> I
         time.sleep(poll)
 
 
-def _follow_remote(target: Target, app: str | None, lines: int) -> Iterator[LogLine]:
-    srcs, client, secrets = _sources(target, app)
+def _follow_remote(client: ServeClient, target: Target, app: str | None, lines: int, poll: float,
+                   stop: threading.Event) -> Iterator[LogLine]:
+    srcs, secrets = _sources(client, target, app)
     q: "queue.Queue[LogLine]" = queue.Queue()
 
     def pump(src: _Src) -> None:
@@ -305,9 +347,9 @@ def _follow_remote(target: Target, app: str | None, lines: int) -> Iterator[LogL
 
     for s in srcs:
         threading.Thread(target=pump, args=(s,), daemon=True).start()
-    while True:
+    while not stop.is_set():
         try:
-            yield q.get(timeout=0.5)  # a timeout keeps Ctrl-C responsive
+            yield q.get(timeout=poll)  # a timeout keeps Ctrl-C and ``stop`` responsive
         except queue.Empty:
             continue
 
@@ -316,39 +358,35 @@ def _follow_remote(target: Target, app: str | None, lines: int) -> Iterator[LogL
 # one replica (for `up` failures)
 
 
-def replica_log_tail(target: Target, pid: int | None, lines: int = 20, *, app: str | None = None, deployment: str | None = None) -> str:
-    """The last lines of a replica's Serve log and of what its process wrote to
-    stdout (vLLM's log lines) and stderr (tracebacks)."""
-    out: list[str] = []
-    dep_safe = deployment.replace(":", "_") if deployment else None
-    if target.is_local:
-        logs = target.local.session_dir / "logs"
-        if app and dep_safe:
-            files = sorted((logs / "serve").glob(f"replica_{_safe(app)}_{dep_safe}_*.log"), key=lambda p: p.stat().st_mtime)
-            if files:
-                out += [_plain(ln) for ln in _read_tail(str(files[-1]), lines // 2) if ln.strip()]
-        if pid:
-            for stream in ("out", "err"):
-                for p in sorted(logs.glob(f"worker-*-{pid}.{stream}")):
-                    out += [_plain(ln) for ln in _read_tail(str(p), lines * 3) if ln.strip() and not ln.startswith(":")][-lines:]
-        return "\n".join(out)
-    client = ServeClient(target.dashboard_url)
+def replica_log_tail(target: Target, pid: int | None, lines: int = 20, *, app: str | None = None,
+                     deployment: str | None = None, status: dict | None = None) -> str:
+    """The last lines of a replica's Serve log (its newest file) and of what
+    its process wrote to stdout (vLLM's log lines) and stderr (tracebacks):
+    :func:`tail`'s files of ``app``, picked for ``deployment`` and ``pid``."""
+    with ServeClient(target.dashboard_url) as client:
+        return _replica_log_tail(client, target, pid, lines, app, deployment, status)
+
+
+def _replica_log_tail(client: ServeClient, target: Target, pid: int | None, lines: int, app: str | None,
+                      deployment: str | None, status: dict | None) -> str:
     try:
-        for node in client.nodes():
-            nid = node["node_id"]
-            if app and dep_safe:
-                listing = client.list_logs(nid, glob=f"serve/replica_{_safe(app)}_{dep_safe}_*")
-                files = sorted(f for group in listing.values() for f in group)
-                if files:
-                    text = client.log_file(nid, files[-1], lines=lines // 2)
-                    out += [_plain(ln) for ln in text.splitlines() if ln.strip()]
-            if pid:
-                for stream in ("out", "err"):
-                    listing = client.list_logs(nid, glob=f"*{pid}.{stream}")
-                    files = [f for group in listing.values() for f in group]
-                    if files:
-                        text = client.log_file(nid, files[0], lines=lines * 3)
-                        out += [_plain(ln) for ln in text.splitlines() if ln.strip() and not ln.startswith(":")][-lines:]
-    except (HTTPFailure, ClusterUnreachable):
-        pass
+        srcs, _ = _sources(client, target, app, status=status,
+                           pids={pid: (f"{deployment or 'replica'} pid {pid}", deployment or "")} if pid else None)
+    except (ClusterUnreachable, UsageError, HTTPFailure):
+        return ""
+    out: list[str] = []
+    serve_logs = [s for s in srcs if deployment and s.deployment == deployment and s.pid is None]
+    if serve_logs:
+        newest = max(serve_logs, key=_mtime) if _on_disk(target) else sorted(serve_logs, key=lambda s: s.path)[-1]
+        out += _filter(newest, _read(newest, lines // 2, client))
+    for stream in (".out", ".err"):
+        for src in (s for s in srcs if pid and s.pid == pid and s.path.endswith(stream)):
+            out += [ln for ln in _filter(src, _read(src, lines * 3, client)) if not ln.startswith(":")][-lines:]
     return "\n".join(out)
+
+
+def _mtime(src: _Src) -> float:
+    try:
+        return Path(src.path).stat().st_mtime
+    except OSError:
+        return 0.0

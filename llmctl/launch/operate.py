@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import Callable, Iterator, Optional, Union
 
-from llmctl.errors import ClusterUnreachable, DeployFailed, UsageError
+from llmctl.errors import ClusterUnreachable, DeployFailed, UsageError, param
 from llmctl.launch import address as _address
 from llmctl.launch import cluster as _cluster
 from llmctl.launch.events import Step
@@ -48,8 +48,9 @@ def status(address: str | None = None) -> StatusReport:
     Reads Ray's REST API only. Raises ClusterUnreachable (exit 3) or
     RequestTimeout (exit 1)."""
     target = _address.resolve_target(address)
-    client = ServeClient(target.dashboard_url, timeout=5)
-    st = client.status()
+    with ServeClient(target.dashboard_url, timeout=5) as client:
+        st = client.status()
+        nodes = cluster_nodes(client, st)
     apps = summarize(st, client.url)
     secrets = secret_values(st)
     if secrets:  # Ray can echo a config (with its env vars) in an error message
@@ -63,8 +64,7 @@ def status(address: str | None = None) -> StatusReport:
             from llmctl.launch.logs import failed_app_diagnoses
 
             diagnoses[a.name] = failed_app_diagnoses(target, a.name, st)
-    return StatusReport(target.dashboard_url, target.is_local, http_base(st, client.url), apps, diagnoses,
-                        cluster_nodes(client, st))
+    return StatusReport(target.dashboard_url, target.is_local, http_base(st, client.url), apps, diagnoses, nodes)
 
 
 def cluster_nodes(client: ServeClient, st: dict) -> list[dict]:
@@ -104,14 +104,36 @@ def down(
     address: str | None = None,
     stop_cluster: bool = False,
     timeout: float = 120.0,
+    on_event: Optional[Callable[[Step], None]] = None,
+) -> DownResult:
+    """Delete one app (PUT the config without it) or all (DELETE, ``app``
+    None), wait until gone; with ``stop_cluster`` also stop the local head
+    llmctl started. Returns a :class:`DownResult`; progress goes to
+    ``on_event``. Raises UsageError (no such app), ClusterUnreachable."""
+    result = None
+    for ev in iter_down(app, address=address, stop_cluster=stop_cluster, timeout=timeout):
+        if isinstance(ev, DownResult):
+            result = ev
+        elif on_event is not None:
+            on_event(ev)
+    assert result is not None
+    return result
+
+
+def iter_down(
+    app: str | None = None,
+    *,
+    address: str | None = None,
+    stop_cluster: bool = False,
+    timeout: float = 120.0,
 ) -> Iterator[Union[Step, DownResult]]:
-    """Delete one app (PUT the config without it) or all (DELETE), wait until
-    gone; with ``stop_cluster`` also stop the local head llmctl started."""
+    """:func:`down` as a generator of Steps ending in the DownResult."""
     local_default = (address or "").strip() in ("", "local", "auto")
     if stop_cluster and not local_default:
         target = _address.resolve_target(address)
         if not target.is_local:
-            raise UsageError("--cluster stops only the local cluster llmctl started; this address is another cluster")
+            raise UsageError(f"{param('stop_cluster', True)} stops only the local cluster llmctl started; this address is "
+                             "another cluster", param="stop_cluster")
     try:
         target = _address.resolve_target(address)
     except ClusterUnreachable:
@@ -121,7 +143,12 @@ def down(
             yield DownResult([], [], True, res)
             return
         raise
-    client = ServeClient(target.dashboard_url)
+    with ServeClient(target.dashboard_url) as client:
+        yield from _down(client, target, app, stop_cluster, timeout)
+
+
+def _down(client: ServeClient, target: _address.Target, app: str | None, stop_cluster: bool,
+          timeout: float) -> Iterator[Union[Step, DownResult]]:
     removed: list[str] = []
     if stop_cluster and app is None and target.is_local:
         # The whole head goes away: no need to delete the apps one by one.

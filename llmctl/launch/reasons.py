@@ -49,7 +49,7 @@ def failure_message(app: AppSummary, status: dict, target: _address.Target, sour
             raw_dep = (raw_app.get("deployments") or {}).get(dep.name) or {}
             pids += [str(r["pid"]) for r in raw_dep.get("replicas") or [] if r.get("pid")]
             pid = int(pids[-1]) if pids else None
-            tail = _logs.replica_log_tail(target, pid, lines=200, app=app.name, deployment=dep.name)
+            tail = _logs.replica_log_tail(target, pid, lines=200, app=app.name, deployment=dep.name, status=status)
             for d in diagnose(dep.message + "\n" + tail, configs.get(model_id or "")):
                 found.append((app.name, model_id, d))
                 parts.append(f"cause: {d.cause}")

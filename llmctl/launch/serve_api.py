@@ -61,12 +61,27 @@ class ServeClient:
 
     Nothing listening, a refused or timed-out connection: ClusterUnreachable
     (exit 3). Connected but no answer in time: RequestTimeout (exit 1) — the
-    cluster is there but slow, and a deploy may still be applied."""
+    cluster is there but slow, and a deploy may still be applied.
+
+    Close it (``with ServeClient(url) as c:`` or ``close()``): its keep-alive
+    connection is a socket, and a socket left for the garbage collector is
+    closed by a finalizer that runs Python code (the ResourceWarning's
+    ``repr``) and then restores the exception state it saved — a Ctrl-C
+    handled during it is lost (the `up --follow` that kept following)."""
 
     def __init__(self, dashboard_url: str, *, timeout: float = 10.0):
         self.url = dashboard_url.rstrip("/")
         self.timeout = timeout
         self._http = httpx.Client(headers={"Accept": "application/json"}, trust_env=False)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "ServeClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- plumbing ----------------------------------------------------------
     def _request(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> tuple[int, bytes]:
@@ -117,7 +132,7 @@ class ServeClient:
         except HTTPFailure as e:
             raise DeployFailed(f"Ray rejected the config: {e.body}") from None
         except RequestTimeout as e:
-            raise RequestTimeout(f"{e.message}; the config may still be applied") from None
+            raise RequestTimeout(f"{e.template}; the config may still be applied") from None
 
     def delete_all(self) -> None:
         self._request("DELETE", APPS_PATH, timeout=max(self.timeout, 60))

@@ -1,4 +1,5 @@
-"""Telling "cannot be scheduled on this cluster" apart from "starting slowly"."""
+"""Watching a deployment until it runs: progress, failures, and telling
+"cannot be scheduled on this cluster" apart from "starting slowly"."""
 
 from __future__ import annotations
 
@@ -6,10 +7,20 @@ import json
 import re
 import time
 
-from llmctl.errors import ClusterUnreachable
-from llmctl.launch.serve_api import HTTPFailure, ServeClient
+import httpx
+from typing import TYPE_CHECKING, Generator
+
+from llmctl.errors import ClusterUnreachable, DeployFailed
+from llmctl.launch.events import Progress
+from llmctl.launch.reasons import failure_message
+from llmctl.launch.serve_api import TERMINAL_BAD, AppSummary, HTTPFailure, ServeClient, scrub, secret_values, summarize
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llmctl.launch.address import Target
 
 RESOURCE_CHECK_S = 1.0
+POLL_S = 0.5
+STALE_S = 30.0  # how long a replaced app's old status is hidden while the controller takes the new config
 # Resources Ray adds on its own that say nothing about what a user asked for.
 _INTERNAL_RES = re.compile(r"^(node:|bundle_group_|.*_group_[0-9a-f]+$|memory$|object_store_memory$)")
 
@@ -167,4 +178,75 @@ class ResourceWatcher:
             if now - since > 10:
                 notes.append(f"{deployment} is waiting for free resources ({_fmt_res(need)}); other apps hold them")
         return (False, "; ".join(notes)) if notes else None
+
+
+
+def wait_running(client: ServeClient, target: "Target", prepared, stale: dict, *, t0: float,
+                 t_deploy: float, timeout: float) -> Generator[Progress, None, list[AppSummary]]:
+    """Poll the apps of ``prepared`` (a :class:`llmctl.launch.deploy.Prepared`) until all are RUNNING, yielding a
+    Progress per poll; returns their summaries. ``stale``: apps being
+    replaced ({name: last_deployed_time_s before the PUT}), hidden until the
+    controller has their new config. Raises DeployFailed (with the reason and
+    what llmctl recognises) for a failed app, a replica the cluster cannot
+    schedule, or ``timeout`` seconds after ``t_deploy`` (when the PUT
+    returned; ``t0``: when `up` began, for the elapsed time shown)."""
+    watcher = ResourceWatcher(client, prepared.app_names)
+    deadline = t_deploy + timeout
+    while True:
+        st = client.status()
+        raw_apps = st.get("applications") or {}
+        for name, t_before in list(stale.items()):
+            if name in raw_apps and raw_apps[name].get("last_deployed_time_s") != t_before:
+                del stale[name]  # the controller has the new config
+        if stale and time.monotonic() - t_deploy < STALE_S:
+            for name in stale:
+                raw_apps.pop(name, None)  # not ours yet: show as not listed
+        else:
+            stale.clear()
+        apps = [a for a in summarize(st, client.url) if a.name in prepared.app_names]
+        failed = [a for a in apps if a.status in TERMINAL_BAD]
+        if failed:
+            text, found = failure_message(failed[0], st, target, prepared.sources, prepared.llm_configs)
+            raise DeployFailed(scrub(text, prepared.secrets + secret_values(st)), diagnoses=found)
+        if len({a.name for a in apps}) == len(prepared.app_names) and all(a.status == "RUNNING" for a in apps):
+            yield Progress(time.monotonic() - t0, apps)
+            return apps
+        note = ""
+        problem = watcher.check(st)
+        if problem is not None:
+            fatal, text = problem
+            if fatal:
+                raise DeployFailed(scrub(text, prepared.secrets))
+            note = text
+        yield Progress(time.monotonic() - t0, apps, note)
+        if time.monotonic() > deadline:
+            states = ", ".join(f"{a.name} {a.status}" for a in apps) or "not listed yet"
+            raise DeployFailed(
+                f"timed out after {timeout:.0f}s ({states}){'; ' + note if note else ''}; "
+                "the deployment continues on the cluster: see `llmctl status` / `llmctl logs`, or remove it with `llmctl down APP`"
+            )
+        time.sleep(POLL_S)
+
+
+def check_models(endpoint: str, model_ids: list[str], *, timeout: float = 30.0) -> list[str]:
+    """``GET {endpoint}/models`` until it lists every id; returns the listed ids."""
+    url = endpoint.rstrip("/") + "/models"
+    t0 = time.monotonic()
+    last = ""
+    while True:
+        try:
+            r = httpx.get(url, timeout=10, trust_env=False)
+            r.raise_for_status()
+            listed = [m.get("id") for m in r.json().get("data") or []]
+            missing = [m for m in model_ids if m not in listed]
+            if not missing:
+                return listed
+            last = f"it lists {listed}, not {missing}"
+        except httpx.HTTPStatusError as e:
+            last = f"HTTP {e.response.status_code}"
+        except (httpx.TransportError, ValueError) as e:
+            last = str(e) or type(e).__name__
+        if time.monotonic() - t0 > timeout:
+            raise DeployFailed(f"the app is RUNNING but GET {url} failed: {last}")
+        time.sleep(0.5)
 
