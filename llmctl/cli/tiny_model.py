@@ -37,7 +37,7 @@ def tiny_model_cmd(
 def tiny_lora_cmd(
     model_dir: Annotated[Path, typer.Argument(metavar="MODEL_DIR", help="The base model directory (llmctl tiny-model DIR).")],
     directory: Annotated[Path, typer.Argument(metavar="OUT_DIR", help="Directory to write the adapter into (its name is the adapter's name in a store).")],
-    rank: Annotated[int, typer.Option("--rank", "-r", min=1, help="LoRA rank r.")] = 8,
+    rank: Annotated[int, typer.Option("--rank", "-r", metavar="R", min=1, help="LoRA rank r.")] = 8,
     target_modules: Annotated[str, typer.Option("--target-modules", metavar="A,B", help="Comma-separated module names the adapter targets.")] = "q_proj,v_proj",
     base_model: Annotated[Optional[str], typer.Option("--base-model", metavar="NAME", help="base_model_name_or_path to record (default: MODEL_DIR).")] = None,
     wrong_base: Annotated[bool, typer.Option("--wrong-base", help="Build it for another tiny Llama (hidden size 128): it does not fit MODEL_DIR.")] = False,

@@ -114,8 +114,15 @@ CODES: dict[str, Code] = {c.code: c for c in [
        "by its error band.", "Shorten max_model_len or add GPUs for headroom."),
     _c("not-sized", "warning", "The model could not be sized (an input the sizing does not take); the fit check was skipped.",
        "See the message."),
-    _c("lora", "error", "LoRA settings Ray refuses (a non-remote dynamic_lora_loading_path, max_loras disagreeing with the "
-       "adapters per replica, …).", "Follow the message."),
+    _c("lora", "error", "LoRA settings Ray or vLLM refuses (a non-remote dynamic_lora_loading_path, lora_config without "
+       "enable_lora, max_cpu_loras below max_loras, …).", "Follow the message.",
+       _MODEL.format("engine_kwargs: {enable_lora: true, max_loras: 4, max_cpu_loras: 2}\n"
+                     "lora_config: {dynamic_lora_loading_path: s3://b/loras, max_num_adapters_per_replica: 4}")),
+    _c("lora-slots", "warning", "engine_kwargs.max_loras above lora_config.max_num_adapters_per_replica: Serve never gives "
+       "a replica that many adapters, and vLLM reserves memory for every slot.",
+       "Set max_loras to the adapters per replica (gen-config does), or raise max_num_adapters_per_replica.",
+       _MODEL.format("engine_kwargs: {enable_lora: true, max_loras: 8}\n"
+                     "lora_config: {dynamic_lora_loading_path: s3://b/loras, max_num_adapters_per_replica: 4}")),
     _c("lora-store", "depends", "The LoRA store cannot be read with the settings the replicas get (endpoint, AWS_DEFAULT_REGION, "
        "credentials, a ${VAR} unset where Ray fills it): an error, since Ray's loader then answers every adapter request "
        "with 404 after a healthy deploy (ray-project/ray#55502); a warning when it is readable but empty, or only "
