@@ -248,3 +248,16 @@ def test_local_adapter_check_before_push(tiny_model, tiny_loras):
     assert [c for _, c, _ in check_local_adapter(tiny_loras["adapter-big"], llm, "adapter-big")] == ["lora-rank"]
     assert [c for _, c, _ in check_local_adapter(tiny_loras["adapter-other"], llm, "x")] == ["lora-base-model"]
     assert yaml.safe_dump(llm)  # plain data
+
+
+def test_push_to_a_store_before_deploying(capsys, s3_store, tiny_loras, monkeypatch):
+    for k, v in s3_store.env().items():
+        monkeypatch.setenv(k, v)
+    r = run_cli(capsys, "lora", "push", tiny_loras["adapter-a"], f"s3://{s3_store.bucket}/pushed/adapter-a")
+    assert r.code == 0, r.err
+    assert r.out.startswith(f"pushed {tiny_loras['adapter-a']} to s3://{s3_store.bucket}/pushed/adapter-a/ (2 objects)")
+    listed = s3_store.client().list_objects_v2(Bucket=s3_store.bucket, Prefix="pushed/adapter-a/")["Contents"]
+    assert sorted(o["Key"] for o in listed) == ["pushed/adapter-a/adapter_config.json", "pushed/adapter-a/adapter_model.safetensors"]
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    r = run_cli(capsys, "lora", "push", tiny_loras["adapter-a"], f"s3://{s3_store.bucket}/pushed/adapter-a")
+    assert r.code == 2 and "the store refused a request signed for region us-east-1" in r.err

@@ -61,7 +61,7 @@ def ls_cmd(
 @lora_app.command("push")
 def push_cmd(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="A peft adapter directory (adapter_config.json, adapter_model.safetensors).")],
-    where: Annotated[str, typer.Argument(metavar="APP/NAME", help="The application and the adapter's name in its store (requested as MODEL:NAME).")],
+    where: Annotated[str, typer.Argument(metavar="APP/NAME", help="The application and the adapter's name in its store (requested as MODEL:NAME); or s3://BUCKET/PATH/NAME to fill a store before deploying (this shell's AWS settings).")],
     model: Annotated[Optional[str], typer.Option("--model", metavar="ID", help="The base model, when the app serves several with LoRA.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Push an adapter llmctl expects vLLM to refuse (rank, base model, target modules).")] = False,
     address: AddressOpt = None,
@@ -69,8 +69,13 @@ def push_cmd(
 ) -> None:
     """Upload an adapter to the app's LoRA store: the next request for MODEL:NAME loads it, no redeploy."""
     from llmctl.launch.address import resolve_target
-    from llmctl.launch.lora import push
+    from llmctl.launch.lora import push, push_to_store
 
+    if where.startswith("s3://"):
+        res = push_to_store(directory, where)
+        out.print(f"pushed {directory} to {res.uri}/{res.name}/ ({len(res.keys)} objects)"
+                  + (" (replaced)" if res.replaced else ""), markup=False)
+        return
     app_name, sep, name = where.partition("/")
     if not sep or not app_name or not name:
         raise UsageError(f"APP/NAME: expected an application and an adapter name, e.g. llm_app/{directory.name}")

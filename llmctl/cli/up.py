@@ -44,7 +44,6 @@ def _apply_fixes(file: Path, fixable: list, yes: bool) -> None:
 
 TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="Seconds to wait for RUNNING before giving up (the app keeps deploying).")]
 
-@app.command("up")
 def _lora_models(result, file: Path) -> dict[str, list[str]]:
     """Base model id -> adapters /v1/models lists (the ingress reads the store), for models with a LoRA path."""
     import httpx
@@ -68,6 +67,7 @@ def _lora_models(result, file: Path) -> dict[str, list[str]]:
     return {b: [m.split(":", 1)[1] for m in listed if m.startswith(b + ":")] for b in sorted(bases)}
 
 
+@app.command("up")
 def up_cmd(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="A serve config (serve_*.yaml from `llmctl gen-config`).", show_default=False)],
     address: AddressOpt = None,

@@ -186,6 +186,27 @@ def check_local_adapter(directory: Path, llm: dict, name: str) -> list[tuple[str
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+def push_to_store(directory: Path | str, uri: str) -> PushResult:
+    """Upload an adapter to ``s3://bucket/path/NAME`` with this shell's AWS
+    settings, no cluster involved (the store an app will be deployed with)."""
+    directory = Path(directory)
+    if not directory.is_dir() or not (directory / "adapter_config.json").is_file():
+        raise UsageError(f"{directory}: not an adapter directory (no adapter_config.json)")
+    if not uri.startswith("s3://"):
+        raise UsageError(f"{uri}: llmctl writes s3:// stores only")
+    base, _, name = uri.rstrip("/").rpartition("/")
+    if not _NAME.match(name) or base in ("s3:", "s3:/"):
+        raise UsageError(f"{uri}: expected s3://BUCKET/PATH/NAME (NAME: letters, digits, '.', '_', '-')")
+    env = lorastore.effective_env({}, None, dict(os.environ))
+    c = lorastore.client(env)
+    try:
+        replaced = name in lorastore.list_adapters(c, base, env)
+        keys = lorastore.upload_dir(c, directory, base, name, env)
+    except lorastore.StoreError as e:
+        raise UsageError(f"cannot write to {base} ({env.describe()}): {e.message}") from None
+    return PushResult("", "", base, name, keys, replaced, [], f"BASE:{name}")
+
+
 def push(target: Target, directory: Path | str, app: str, name: str, *, model: Optional[str] = None,
          force: bool = False) -> PushResult:
     """Upload a local adapter directory to ``<app's LoRA path>/<name>/``: the
