@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -96,17 +95,13 @@ def read_registry(source: Path, kind: str) -> tuple[list[str], list[str]]:
 
 
 def vllm_version(source: Path) -> str:
-    pkg = source / "PKG-INFO"
-    if pkg.is_file():
-        m = re.search(r"^Version:\s*(\S+)", pkg.read_text(encoding="utf-8"), re.M)
-        if m:
-            return m.group(1)
-    ver = source / "vllm" / "_version.py"
-    if ver.is_file():
-        m = re.search(r"""__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)""", ver.read_text(encoding="utf-8"))
-        if m:
-            return m.group(1)
-    raise SystemExit(f"{source}: cannot tell the vLLM version (no PKG-INFO, no vllm/_version.py)")
+    """The release an unpacked sdist holds (llmctl.engine_args.source's reader)."""
+    from llmctl.engine_args.source import source_version
+
+    try:
+        return source_version(source)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
 
 
 def build(source: Path) -> dict:

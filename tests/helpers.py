@@ -140,3 +140,21 @@ class Proc:
         for t in self._threads:
             t.join(timeout=5)
         return Result(self.p.returncode, self.text("out"), self.text("err"))
+
+
+# A model config llmctl sizes (Qwen2.5-7B on an L4) whose engine_kwargs tests vary.
+MODEL_CONFIG = {"model_loading_config": {"model_id": "qwen", "model_source": "Qwen/Qwen2.5-7B-Instruct"},
+                "accelerator_type": "L4", "engine_kwargs": {"max_model_len": 8192}}
+
+
+def model_file(tmp_path, **engine_kwargs):
+    """MODEL_CONFIG with ``engine_kwargs`` added, written to tmp_path/m.yaml."""
+    import copy
+
+    import yaml
+
+    data = copy.deepcopy(MODEL_CONFIG)
+    data["engine_kwargs"].update(engine_kwargs)
+    f = tmp_path / "m.yaml"
+    f.write_text(yaml.safe_dump(data, sort_keys=False))
+    return f

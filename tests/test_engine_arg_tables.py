@@ -16,9 +16,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
 
-from helpers import run_cli
+from helpers import model_file, run_cli
 from llmctl import compat
 from llmctl import engine_args as ea
 from llmctl.engine_args import table as ea_table
@@ -117,16 +116,9 @@ def _dropped_choices() -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------
 # validate follows the target vLLM
 
-MODEL = {"model_loading_config": {"model_id": "qwen", "model_source": "Qwen/Qwen2.5-7B-Instruct"},
-         "accelerator_type": "L4", "engine_kwargs": {"max_model_len": 8192}}
 
 
-def _file(tmp_path: Path, **engine_kwargs) -> Path:
-    data = json.loads(json.dumps(MODEL))
-    data["engine_kwargs"].update(engine_kwargs)
-    f = tmp_path / "m.yaml"
-    f.write_text(yaml.safe_dump(data, sort_keys=False))
-    return f
+_file = model_file
 
 
 def _field(err: str, key: str) -> list[str]:

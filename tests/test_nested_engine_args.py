@@ -13,9 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
-from helpers import run_cli
+from helpers import model_file, run_cli
 from llmctl import engine_args as ea
 from llmctl.engine_args import table as ea_table
 from llmctl.engine_args.nested import check_nested, config_at, other_release_with_key
@@ -32,8 +31,6 @@ PUBLISHED = {
     "kv_transfer_config": {"kv_connector": "NixlConnector", "kv_role": "kv_both"},
 }
 
-MODEL = {"model_loading_config": {"model_id": "qwen", "model_source": "Qwen/Qwen2.5-7B-Instruct"},
-         "accelerator_type": "L4", "engine_kwargs": {"max_model_len": 8192}}
 
 
 @pytest.fixture(autouse=True)
@@ -52,12 +49,7 @@ def _classes(version: str) -> dict:
     return next(iter(_specs(version).values())).configs.classes
 
 
-def _file(tmp_path: Path, **engine_kwargs) -> Path:
-    data = json.loads(json.dumps(MODEL))
-    data["engine_kwargs"].update(engine_kwargs)
-    f = tmp_path / "m.yaml"
-    f.write_text(yaml.safe_dump(data, sort_keys=False))
-    return f
+_file = model_file
 
 
 def _lines(err: str, field: str) -> list[str]:
