@@ -226,8 +226,18 @@ def summary_rows(spec: DeploymentSpec) -> Iterable[dict[str, Any]]:
         yield {
             "model_id": m.model_id, "source": m.source, "gpu": m.gpu.name, "tp": m.tp, "pp": m.pp,
             "replicas": f"{m.min_replicas}-{m.max_replicas}", "max_model_len": mml, "fit": fit,
-            "reasons": (list(m.choice.reasons) if m.choice is not None else []) + recipes_applied(m) + recipe_notes(m),
+            "reasons": (list(m.choice.reasons) if m.choice is not None else []) + recipes_applied(m) + recipe_notes(m) + lora_notes(m),
         }
+
+
+def lora_notes(m: ModelSpec) -> list[str]:
+    """Where a LoRA model's adapters come from and which settings reach the store."""
+    if not m.lora_path:
+        return []
+    refs = ", ".join(k if k == v else f"{k}=${{{v}}}" for k, v in m.lora_env)
+    where = (f"the store's settings by reference on the app's runtime_env: {refs}" if refs else
+             "no store settings written: the replicas use their nodes' own (AWS_DEFAULT_REGION, endpoint, credentials)")
+    return [f"LoRA adapters from {m.lora_path}, requested as {m.model_id}:ADAPTER; {where}"]
 
 
 def recipes_applied(m: ModelSpec) -> list[str]:

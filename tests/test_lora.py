@@ -74,6 +74,8 @@ def test_gen_config_lora_settings(capsys, tmp_path, tiny_model, monkeypatch):
     r, out = _gen(capsys, tmp_path, tiny_model, "--lora-path", "s3://bucket/loras/", "--max-lora-rank", "8",
                   "--max-lora-adapters", "4", "--max-cpu-loras", "8", env=env, monkeypatch=monkeypatch)
     assert r.code == 0, r.err
+    assert "LoRA adapters from s3://bucket/loras, requested as tiny:ADAPTER" in r.out
+    assert "AWS_DEFAULT_REGION=${AWS_REGION}" in r.out
     serve = load_yaml(serve_file(out))
     app = serve["applications"][0]
     # by reference, never values; boto3 reads AWS_DEFAULT_REGION only, so it is filled from AWS_REGION
