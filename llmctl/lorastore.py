@@ -198,7 +198,8 @@ def classify(e: Exception, se: StoreEnv) -> StoreError:
         if code in ("NoSuchBucket",):
             return StoreError("bucket", f"no such bucket ({code})", code)
         if code in ("InvalidAccessKeyId", "AccessDenied", "403", "ExpiredToken"):
-            return StoreError("access", f"the store denied access ({code}: {err.get('Message', '')})".rstrip(": )") + ")", code)
+            detail = f"{code}: {err.get('Message')}" if err.get("Message") else code
+            return StoreError("access", f"the store denied access ({detail})", code)
         return StoreError("other", f"{code}: {err.get('Message', e)}", code)
     if isinstance(e, bx.BotoCoreError):
         return StoreError("other", str(e))
