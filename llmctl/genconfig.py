@@ -145,6 +145,9 @@ def generate(
     lora_path: PerModel = None,
     max_lora_adapters: PerModel = None,
     max_lora_rank: PerModel = None,
+    max_loras: PerModel = None,
+    max_cpu_loras: PerModel = None,
+    lora_env: PerModel = None,
     hf_token_env: PerModel = None,
     target_ongoing_requests: PerModel = None,
     max_ongoing_requests: PerModel = None,
@@ -193,6 +196,7 @@ def generate(
         models=_listed(model), model_ids=_listed(model_id), gpus=_listed(gpu), tps=_listed(tp), pps=_listed(pp),
         min_replicas=_listed(min_replicas), max_replicas=_listed(max_replicas), max_model_lens=_listed(max_model_len),
         lora_paths=_listed(lora_path), max_lora_adapters=_listed(max_lora_adapters), max_lora_ranks=_listed(max_lora_rank),
+        max_loras=_listed(max_loras), max_cpu_loras=_listed(max_cpu_loras), lora_envs=_listed(lora_env),
         hf_token_envs=_listed(hf_token_env), fast_download=fast_download, gpu_memory_utilization=gpu_memory_utilization,
         target_ongoing_requests=_listed(target_ongoing_requests), max_ongoing_requests=_listed(max_ongoing_requests),
         initial_replicas=_listed(initial_replicas), upscale_delays=_listed(upscale_delay),
@@ -223,8 +227,18 @@ def summary_rows(spec: DeploymentSpec) -> Iterable[dict[str, Any]]:
         yield {
             "model_id": m.model_id, "source": m.source, "gpu": m.gpu.name, "tp": m.tp, "pp": m.pp,
             "replicas": f"{m.min_replicas}-{m.max_replicas}", "max_model_len": mml, "fit": fit,
-            "reasons": (list(m.choice.reasons) if m.choice is not None else []) + recipes_applied(m) + recipe_notes(m),
+            "reasons": (list(m.choice.reasons) if m.choice is not None else []) + recipes_applied(m) + recipe_notes(m) + lora_notes(m),
         }
+
+
+def lora_notes(m: ModelSpec) -> list[str]:
+    """Where a LoRA model's adapters come from and which settings reach the store."""
+    if not m.lora_path:
+        return []
+    refs = ", ".join(k if k == v else f"{k}=${{{v}}}" for k, v in m.lora_env)
+    where = (f"the store's settings by reference on the app's runtime_env: {refs}" if refs else
+             "no store settings written: the replicas use their nodes' own (AWS_DEFAULT_REGION, endpoint, credentials)")
+    return [f"LoRA adapters from {m.lora_path}, requested as {m.model_id}:ADAPTER; {where}"]
 
 
 def recipes_applied(m: ModelSpec) -> list[str]:

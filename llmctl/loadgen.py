@@ -42,6 +42,7 @@ class RequestResult:
     output_tokens: int = 0
     prompt_tokens: int = 0
     error: str = ""  # "HTTP 404", "ReadTimeout", …
+    detail: str = ""  # the start of a failed response's body (what the server said)
 
 
 @dataclass
@@ -106,6 +107,14 @@ class BenchResult:
                 out[r.error] = out.get(r.error, 0) + 1
         return out
 
+    def diagnoses(self) -> list:
+        """What llmctl recognises in the failed responses (launch/failures.py): a LoRA
+        adapter vLLM refused, one Ray could not find in its store, …"""
+        from llmctl.launch.failures import diagnose
+
+        details = list(dict.fromkeys(r.detail for r in self.results if not r.ok and r.detail))
+        return diagnose("\n".join(details)) if details else []
+
     def summary(self) -> dict[str, Any]:
         ok = [r for r in self.results if r.ok]
         secs = max(self.seconds, 1e-9)
@@ -118,6 +127,7 @@ class BenchResult:
             "itl_s": percentiles([g for r in ok for g in r.itls]),
             "latency_s": percentiles([r.latency for r in ok]),
             "interrupted": self.interrupted,
+            "diagnoses": [{"code": d.code, "cause": d.cause, "fix": d.fix} for d in self.diagnoses()],
         }
 
     def replica_timeline(self) -> dict[str, list[dict[str, Any]]]:
@@ -149,15 +159,15 @@ async def _one(client: httpx.AsyncClient, s: BenchSettings, seed: int) -> Reques
             r = await client.post(s.url + "/chat/completions", json=body)
             latency = time.perf_counter() - t0
             if r.status_code != 200:
-                return RequestResult(False, latency, error=f"HTTP {r.status_code}")
+                return RequestResult(False, latency, error=f"HTTP {r.status_code}", detail=r.text[:8000])
             usage = r.json().get("usage") or {}
             return RequestResult(True, latency, latency, [], int(usage.get("completion_tokens") or 0),
                                  int(usage.get("prompt_tokens") or 0))
         ttft, last, gaps, usage = None, None, [], {}
         async with client.stream("POST", s.url + "/chat/completions", json=body) as r:
             if r.status_code != 200:
-                await r.aread()
-                return RequestResult(False, time.perf_counter() - t0, error=f"HTTP {r.status_code}")
+                body = (await r.aread()).decode("utf-8", "replace")
+                return RequestResult(False, time.perf_counter() - t0, error=f"HTTP {r.status_code}", detail=body[:8000])
             async for line in r.aiter_lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
@@ -278,8 +288,9 @@ def resolve_endpoint(app: Optional[str], model: Optional[str], url: Optional[str
     apps = [a for a in rep.apps if app is None or a.name == app]
     if app is not None and not apps:
         raise UsageError(f"no application named {app!r} on {rep.dashboard_url} (apps: {', '.join(a.name for a in rep.apps) or 'none'})")
+    base = model.split(":", 1)[0] if model is not None else None  # base:adapter requests a LoRA adapter of base
     if model is not None:
-        apps = [a for a in apps if model in a.model_ids] or apps
+        apps = [a for a in apps if model in a.model_ids or base in a.model_ids] or apps
     if not apps:
         raise UsageError(f"no application to load on the cluster; deploy one with `llmctl up` or pass {param('url')}")
     if len(apps) > 1 and app is None:
@@ -290,7 +301,7 @@ def resolve_endpoint(app: Optional[str], model: Optional[str], url: Optional[str
     chosen = model or (a.model_ids[0] if a.model_ids else None)
     if chosen is None:
         raise UsageError(f"application {a.name!r} serves no model; pass {param('model')}")
-    if a.model_ids and chosen not in a.model_ids:
+    if a.model_ids and chosen not in a.model_ids and chosen.split(":", 1)[0] not in a.model_ids:
         raise UsageError(f"{param('model')}: {chosen!r} is not served by {a.name!r} (models: {', '.join(a.model_ids)})",
                          param="model")
     return a.endpoint, chosen, rep.dashboard_url, a.name

@@ -77,7 +77,9 @@ def llm_config_dict(spec: ModelSpec) -> dict[str, Any]:
     engine.update(spec.engine_extra)  # the user's engine settings win over llmctl's CPU defaults
     if spec.lora_path:
         engine["enable_lora"] = True
-        engine["max_loras"] = spec.max_lora_adapters  # Ray's docs: must equal max_num_adapters_per_replica
+        engine["max_loras"] = spec.max_loras or spec.max_lora_adapters  # Ray's guide: adapters per replica
+        if spec.max_cpu_loras:
+            engine["max_cpu_loras"] = spec.max_cpu_loras
         if spec.max_lora_rank:
             engine["max_lora_rank"] = spec.max_lora_rank
     doc["engine_kwargs"] = engine
@@ -130,17 +132,14 @@ def serve_config_dict(spec: DeploymentSpec, model_config_paths: list[Path]) -> d
     ingress = ingress_config(spec)
     if ingress:
         args["ingress_deployment_config"] = ingress
-    return {
-        "http_options": {"host": spec.http_host, "port": spec.http_port},
-        "applications": [
-            {
-                "name": spec.app_name,
-                "route_prefix": spec.route_prefix,
-                "import_path": SERVE_IMPORT_PATH,
-                "args": args,
-            }
-        ],
-    }
+    app: dict[str, Any] = {"name": spec.app_name, "route_prefix": spec.route_prefix, "import_path": SERVE_IMPORT_PATH}
+    # LoRA store settings go on the application, by reference: Serve merges them into every deployment,
+    # the LLM server's (which downloads adapters) and the ingress's (whose /v1/models lists them).
+    store_env = {key: "${" + var + "}" for m in spec.models for key, var in m.lora_env}
+    if store_env:
+        app["runtime_env"] = {"env_vars": dict(sorted(store_env.items()))}
+    app["args"] = args
+    return {"http_options": {"host": spec.http_host, "port": spec.http_port}, "applications": [app]}
 
 
 def comment_lines(text: str, width: int = 86) -> list[str]:

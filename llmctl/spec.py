@@ -217,6 +217,46 @@ def parse_lora_path(text: Optional[str]) -> Optional[str]:
     return s.rstrip("/")
 
 
+LORA_ENV_S3 = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+               "AWS_SESSION_TOKEN")
+LORA_ENV_GS = ("GOOGLE_APPLICATION_CREDENTIALS",)
+
+
+def default_lora_env(path: Optional[str], environ: dict) -> tuple:
+    """The store settings set in ``environ``, as (key, variable) references for
+    the replicas' runtime_env. boto3 (Ray's S3 loader) reads the region from
+    AWS_DEFAULT_REGION only: a shell with just AWS_REGION gets
+    ``AWS_DEFAULT_REGION: ${AWS_REGION}`` (ray-project/ray#55502)."""
+    if not path:
+        return ()
+    if path.startswith("s3://"):
+        pairs = [(v, v) for v in LORA_ENV_S3 if environ.get(v)]
+        if environ.get("AWS_REGION") and not environ.get("AWS_DEFAULT_REGION"):
+            pairs.append(("AWS_DEFAULT_REGION", "AWS_REGION"))
+        return tuple(sorted(pairs))
+    if path.startswith("gs://"):
+        return tuple((v, v) for v in LORA_ENV_GS if environ.get(v))
+    return ()
+
+
+def parse_lora_env(text: str) -> tuple:
+    """``KEY[=VAR],...`` (or ``none``) -> ((KEY, VAR), ...): KEY is set to ``${VAR}``."""
+    s = str(text).strip()
+    if s.lower() in ("", "none"):
+        return ()
+    out = []
+    for item in (p.strip() for p in s.split(",") if p.strip()):
+        key, _, var = item.partition("=")
+        key, var = key.strip(), (var.strip() or key.strip())
+        if var.startswith("${") and var.endswith("}"):
+            var = var[2:-1]
+        for name in (key, var):
+            if not is_env_name(name):
+                raise ValueError(f"'{item}': expected KEY or KEY=VAR with environment variable NAMES (values are never written)")
+        out.append((key, var))
+    return tuple(sorted(set(out)))
+
+
 def parse_env_name(text: str) -> str:
     s = str(text).strip()
     if looks_like_hf_token(s):
@@ -274,6 +314,11 @@ class ModelSpec:
     lora_path: Optional[str] = None
     max_lora_adapters: int = DEFAULT_LORA_ADAPTERS
     max_lora_rank: Optional[int] = None
+    max_loras: Optional[int] = None  # vLLM's adapters in one batch (default: max_lora_adapters)
+    max_cpu_loras: Optional[int] = None  # vLLM's CPU cache of adapters (default: max_loras)
+    # The store's settings the replicas get by reference: (runtime_env key, variable), e.g.
+    # ("AWS_DEFAULT_REGION", "AWS_REGION"): `AWS_DEFAULT_REGION: ${AWS_REGION}` (never a value).
+    lora_env: tuple = ()
     hf_token_env: Optional[str] = None
     fast_download: bool = False
     gpu_memory_utilization: Optional[float] = None
@@ -320,6 +365,9 @@ class ModelSpec:
             parse_max_model_len(self.max_model_len, arch=self.arch)
         if self.max_lora_adapters < 1:
             raise ValueError("max LoRA adapters per replica must be >= 1")
+        loras = self.max_loras or self.max_lora_adapters
+        if self.max_cpu_loras is not None and self.max_cpu_loras < loras:
+            raise ValueError(f"max CPU LoRAs ({self.max_cpu_loras}) must be >= max LoRAs per batch ({loras}); vLLM refuses less")
         if self.initial_replicas is not None:
             parse_initial_replicas(self.initial_replicas, min_replicas=self.min_replicas, max_replicas=self.max_replicas)
         problem = ongoing_problem(self.target_ongoing_requests, self.max_ongoing_requests)

@@ -94,12 +94,16 @@ def ray_head(tmp_path_factory) -> RayHead:
     # environment, no token file), whatever this machine's user has.
     hub = {k: os.environ.pop(k, None) for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH")}
     os.environ["HF_TOKEN_PATH"] = str(home / "no-hf-token")
+    # The head holds the loopback S3 store's settings (tests/s3store.py), as a head
+    # started by `llmctl up` from a shell with AWS_* exported does: a LoRA app's
+    # runtime_env names them by ${VAR}. The store itself starts only when a test asks.
+    aws = s3store.set_env(_S3)
     try:
         state = cluster.start_head(num_cpus=8, num_gpus=0)
     finally:
         _restore("LLMCTL_HOME", old)
         _restore(TEST_TOKEN_VAR, old_token)
-        for k, v in hub.items():
+        for k, v in {**hub, **aws}.items():
             _restore(k, v)
     yield RayHead(home, state)
     os.environ["LLMCTL_HOME"] = str(home)
@@ -116,6 +120,41 @@ def _restore(name: str, value: str | None) -> None:
         os.environ.pop(name, None)
     else:
         os.environ[name] = value
+
+
+import s3store  # noqa: E402  (tests/ is on sys.path)
+
+_S3 = s3store.plan()  # one loopback S3 store per session (per xdist worker), on a port chosen now
+
+
+@pytest.fixture(scope="session")
+def s3_store(tmp_path_factory) -> "s3store.Store":
+    """The loopback S3 store (moto + a region check, 127.0.0.1), started once,
+    stopped by PID. Its settings: ``s3_store.env()``; the session's head holds them."""
+    pytest.importorskip("moto", reason="the LoRA store tests need moto[server] (the dev extra)")
+    pytest.importorskip("boto3", reason="the LoRA store tests need boto3")
+    store = _S3.start(tmp_path_factory.mktemp("s3") / "store.log")
+    yield store
+    store.stop()
+    assert store.proc.poll() is not None
+
+
+@pytest.fixture(scope="session")
+def tiny_loras(tiny_model, tmp_path_factory) -> dict:
+    """Tiny LoRA adapters of the tiny model (peft, offline): adapter-a (rank 8),
+    adapter-b (rank 4, every linear layer), adapter-big (rank 16, above the tests'
+    max_lora_rank 8), adapter-other (for another base model)."""
+    pytest.importorskip("peft", reason="the tiny adapters need peft (the cpu extra)")
+    from llmctl.tinylora import build_tiny_lora
+
+    root = tmp_path_factory.mktemp("loras")
+    every = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    return {
+        "adapter-a": build_tiny_lora(tiny_model, root / "adapter-a", rank=8),
+        "adapter-b": build_tiny_lora(tiny_model, root / "adapter-b", rank=4, target_modules=every),
+        "adapter-big": build_tiny_lora(tiny_model, root / "adapter-big", rank=16, target_modules=every[:4]),
+        "adapter-other": build_tiny_lora(None, root / "adapter-other", wrong_base=True),
+    }
 
 
 @pytest.fixture

@@ -13,7 +13,9 @@ README = (REPO / "README.md").read_text(encoding="utf-8")
 
 def _commands(prefix: str) -> list[list[str]]:
     """`llmctl <prefix> …` command lines of the README (joined continuations)."""
-    text = README.replace("\\\n", " ")
+    # the LoRA section is a recorded session (its flow runs in tests/test_lora_e2e.py)
+    head, sep, tail = README.partition("## LoRA adapters\n")
+    text = (head + (tail.split("\n## ", 1)[-1] if sep else "")).replace("\\\n", " ")
     cmds = []
     for line in text.splitlines():
         line = line.strip().removeprefix("$ ")

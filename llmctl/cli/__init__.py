@@ -26,6 +26,7 @@ from llmctl.cli import up as _up, status as _status, logs as _logs, down as _dow
 from llmctl.cli import check as _check  # noqa: E402,F401
 from llmctl.cli import bench as _bench  # noqa: E402,F401
 from llmctl.cli import kuberay as _kuberay  # noqa: E402,F401
+from llmctl.cli import lora as _lora  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> int:

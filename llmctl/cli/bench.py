@@ -68,7 +68,7 @@ def _timeline_text(res) -> list[str]:
 @app.command("bench")
 def bench_cmd(
     app_name: Annotated[Optional[str], typer.Argument(metavar="APP", help="Application to load (default: the only one).")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", metavar="ID", help="Model id to request (default: the app's first).")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", metavar="ID", help="Model id to request (default: the app's first); BASE:ADAPTER requests a LoRA adapter of BASE (its first request loads it).")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", metavar="N", help="Requests in flight at once.")] = 8,
     requests: Annotated[Optional[int], typer.Option("--requests", "-n", metavar="N", help="Stop after N requests (default: 5 × concurrency).")] = None,
     duration: Annotated[Optional[float], typer.Option("--duration", "-d", metavar="SECONDS", help="Stop after this many seconds instead.")] = None,
@@ -123,6 +123,8 @@ def bench_cmd(
             out.print(line, markup=False)
         for e, n in res.errors().items():
             err.print(f"warning: {n} request(s) failed: {e}", markup=False)
+        for d in res.diagnoses():
+            err.print(f"error: {d.cause}\n  fix: {d.fix}", markup=False, highlight=False)
     if res.done == 0:
         # Ctrl-C before any request finished measured nothing but broke nothing either.
         raise typer.Exit(EXIT_INTERRUPTED if res.interrupted and res.failed == 0 else EXIT_FAILED)

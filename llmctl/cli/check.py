@@ -20,7 +20,11 @@ def check_cmd(
     json_out: JsonOpt = False,
     no_versions: Annotated[bool, typer.Option("--no-versions", help="Skip asking the cluster's head node which Ray and vLLM it runs (a Ray job of a few seconds).")] = False,
 ) -> None:
-    """Check a serve config against the cluster's nodes and free resources before deploying. Exit 0 if it can start, 2 if not."""
+    """Check a serve config against the cluster's nodes and free resources before deploying. Exit 0 if it can start, 2 if not.
+
+    A model with a LoRA path: its store is read with the settings the replicas
+    will get (endpoint, region, credentials) and every adapter in it is checked
+    against the model (rank, base model, target modules)."""
     from llmctl.launch import preflight
     from llmctl.launch.address import resolve_target
     from llmctl.launch.serve_api import ServeClient
@@ -32,8 +36,15 @@ def check_cmd(
     with ServeClient(target.dashboard_url) as client:
         res = preflight.check(config, client)
         versions = None if no_versions else report(client, config)
+    from llmctl.launch.lora import store_check
+
+    lora_diags, lora_reports = store_check(config, str(file), target)
+    lora_errors = [d for d in lora_diags if d.is_error]
     if json_out:
-        print_json({**res.to_json(), **({"versions": versions.data} if versions is not None else {})})
+        print_json({**res.to_json(), **({"versions": versions.data} if versions is not None else {}),
+                    "lora": {"ok": not lora_errors, "diagnostics": [d.to_json() for d in lora_diags],
+                             "stores": [{"model_id": r.model_id, "path": r.uri, "settings": r.settings, "adapters": r.adapters,
+                                         "refused": r.bad, "store_error": r.store} for r in lora_reports]}})
     else:
         for d in res.demands:
             bundles = " + ".join("{" + ", ".join(f"{k}: {v:g}" for k, v in b.items()) + "}" for b in d.bundles)
@@ -47,8 +58,17 @@ def check_cmd(
             err.print(f"warning: {w}", markup=False, highlight=False)
         for e in res.errors:
             err.print(f"error: {e}", markup=False, highlight=False)
-        if res.ok:
+        for r in lora_reports:
+            if r.store is None:
+                good = [a for a in r.adapters if a not in r.bad]
+                out.print(f"LoRA {r.model_id}: {len(r.adapters)} adapter(s) in {r.uri} ({r.settings}); servable: "
+                          f"{', '.join(good) or 'none'}", markup=False)
+        for d in lora_diags:
+            err.print(str(d), markup=False, highlight=False)
+        if res.ok and not lora_errors:
             out.print(f"OK: the cluster can start it (checked in {res.seconds:.2f}s); next: llmctl up {file}", markup=False)
-    if not res.ok:
+        elif res.ok:
+            err.print(f"{len(lora_errors)} LoRA error(s): the app would deploy, then fail those requests", markup=False)
+    if not res.ok or lora_errors:
         raise typer.Exit(EXIT_USAGE)
 

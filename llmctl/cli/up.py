@@ -45,6 +45,29 @@ def _apply_fixes(file: Path, fixable: list, yes: bool) -> None:
 
 TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="Seconds to wait for RUNNING before giving up (the app keeps deploying).")]
 
+def _lora_models(result, file: Path) -> dict[str, list[str]]:
+    """Base model id -> adapters /v1/models lists (the ingress reads the store), for models with a LoRA path."""
+    import httpx
+    import yaml
+
+    from llmctl.builders import app_llm_configs
+    from llmctl.cli.validate import _inlined
+
+    try:
+        data = _inlined(yaml.safe_load(file.read_text(encoding="utf-8")), None)
+    except (OSError, ValueError, yaml.YAMLError):
+        return {}
+    bases = {str((llm.get("model_loading_config") or {}).get("model_id")) for app in data.get("applications") or []
+             for _, llm in app_llm_configs(app) if isinstance(llm, dict) and llm.get("lora_config")}
+    if not bases or not result.endpoint:
+        return {}
+    try:
+        listed = [m.get("id", "") for m in httpx.get(result.endpoint + "/models", timeout=15, trust_env=False).json().get("data", [])]
+    except (httpx.HTTPError, ValueError, AttributeError):
+        listed = []
+    return {b: [m.split(":", 1)[1] for m in listed if m.startswith(b + ":")] for b in sorted(bases)}
+
+
 @app.command("up")
 def up_cmd(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="A serve config (serve_*.yaml from `llmctl gen-config`).", show_default=False)],
@@ -97,7 +120,7 @@ def up_cmd(
         out.print(f"deployed {names}; not waiting for RUNNING", markup=False)
         out.print(next_steps(result.apps[0].name if result.apps else "APP", result.local), markup=False)
     else:
-        print_ready(result)
+        print_ready(result, lora=_lora_models(result, file))
     if follow and result.running:
         from llmctl.launch.address import resolve_target
 

@@ -21,6 +21,7 @@ def validate_cmd(
     working_dir: Annotated[Optional[Path], typer.Option("--working-dir", metavar="DIR", help="Directory Ray builds the app from, where relative llm_configs paths are opened (default: the current directory, as with serve run).", file_okay=False)] = None,
     vllm_version: Annotated[Optional[str], typer.Option("--vllm-version", metavar="X.Y.Z", help="The vLLM the replicas run: engine_kwargs is checked against its arguments (default: the one the installed Ray pins).")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 2): for CI that wants every misbehaviour fixed.")] = False,
+    remote: Annotated[bool, typer.Option("--remote", help="Also read each LoRA store (s3://) with the settings the replicas get, and check every adapter in it (rank, base model, target modules).")] = False,
     explain: Annotated[Optional[str], typer.Option("--explain", metavar="CODE", help="Print what a diagnostic code means, its severity and what to do (docs/diagnostics.md lists them all).")] = None,
     json_: JsonOpt = False,
 ) -> int:
@@ -50,6 +51,7 @@ def validate_cmd(
     except UsageError as e:
         raise UsageError(f"--vllm-version: {e.message}") from None
     diags = validate_paths(files, local_node=local, working_dir=working_dir, vllm_version=target)
+    diags += _lora_diags(files, diags, remote, local, working_dir)
     # the named vLLM with the installed Ray, else the installed vLLM (what `llmctl up` here would run)
     version = version_warning(target.text if vllm_version else None)
     errors = errors_only(diags)
@@ -75,6 +77,56 @@ def validate_cmd(
     if failing:
         raise typer.Exit(EXIT_USAGE)
     return 0
+
+
+def _lora_diags(files: List[Path], diags: list, remote: bool, local: bool, working_dir: Optional[Path]) -> list:
+    """--remote: each valid serve config's LoRA stores read and checked; without it, a note for each store."""
+    import yaml
+
+    from llmctl.validate import load_deployable
+    from llmctl.validate.lora_store import not_checked_note
+
+    out: list = []
+    for f in files:
+        if any(d.is_error and d.file == str(f) for d in diags):
+            continue
+        try:
+            data = yaml.safe_load(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError, yaml.YAMLError):
+            continue
+        if not isinstance(data, dict) or "applications" not in data:
+            continue
+        if not remote:
+            out += not_checked_note(_inlined(data, working_dir), str(f))
+            continue
+        from llmctl.errors import ClusterUnreachable
+        from llmctl.launch.address import resolve_target
+        from llmctl.launch.lora import store_check
+
+        try:
+            target = resolve_target(None) if local else None
+        except ClusterUnreachable:
+            target = None
+        out += store_check(load_deployable(f, local_node=local, working_dir=working_dir), str(f), target)[0]
+    return out
+
+
+def _inlined(data: dict, working_dir: Optional[Path]) -> dict:
+    """The serve config with its model config files read in (already validated: no checks here)."""
+    import yaml
+
+    from llmctl import builders
+    from llmctl.validate.files import config_file_path
+
+    wd = (working_dir or Path.cwd()).resolve()
+    for app in data.get("applications") or []:
+        for slot, entry in list(builders.app_llm_configs(app)) if isinstance(app, dict) else []:
+            if isinstance(entry, str):
+                try:
+                    builders.set_in(app, slot, yaml.safe_load(config_file_path(entry, wd).read_text(encoding="utf-8")))
+                except (OSError, ValueError, yaml.YAMLError):
+                    pass
+    return data
 
 
 def summary(n_files: int, warnings: list, unchecked: list) -> str:

@@ -83,9 +83,11 @@ def next_steps(app_name: str, local: bool) -> str:
     return f"next: llmctl status · llmctl logs {app_name} --follow · {stop}"
 
 
-def print_ready(result) -> None:
+def print_ready(result, lora: Optional[dict] = None) -> None:
     """The endpoint and ready-to-paste examples: chat for generative models,
-    embeddings or scores for models on vLLM's pooling runner."""
+    embeddings or scores for models on vLLM's pooling runner; for a model with
+    a LoRA path (``lora``: base id -> adapters in its store), a request for
+    ``base:adapter``."""
     names = ", ".join(a.name for a in result.apps)
     out.print(f"{names} is RUNNING ({', '.join(result.model_ids) or 'no LLM models'}) after {result.elapsed:.1f}s", markup=False)
     if result.endpoint:
@@ -123,6 +125,21 @@ def print_ready(result) -> None:
             for model in embed[:1]:
                 lines += [f"  vector = client.embeddings.create(model=\"{model}\", input=\"Hello!\").data[0].embedding"]
             out.print("\n".join(lines), markup=False, highlight=False)
+            out.print("", markup=False)
+        for base, adapters in (lora or {}).items():
+            app = result.apps[0].name if result.apps else "APP"
+            if not adapters:
+                out.print(f"LoRA: no adapters in {base}'s store yet; add one without a redeploy: "
+                          f"llmctl lora push DIR {app}/NAME, then request model \"{base}:NAME\"", markup=False)
+                continue
+            out.print(f"LoRA adapters of {base} (request one as model \"{base}:ADAPTER\"): {', '.join(adapters)}", markup=False)
+            out.print(
+                f"  curl {result.endpoint}/chat/completions -H 'Content-Type: application/json' \\\n"
+                f"    -d '{{\"model\": \"{base}:{adapters[0]}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello!\"}}]}}'",
+                markup=False, highlight=False,
+            )
+            out.print(f"  (llmctl lora ls {app} shows which replicas loaded which; llmctl lora push DIR {app}/NAME adds one)",
+                      markup=False)
             out.print("", markup=False)
     out.print(next_steps(result.apps[0].name if result.apps else "APP", result.local), markup=False)
 

@@ -195,6 +195,37 @@ def _timeout(m: re.Match, cfg) -> Diagnosis:
                      "see `llmctl logs APP`; large models need a longer --timeout", None, m.group(0), "vllm_failures.md §10")
 
 
+def _lora_rank(m: re.Match, cfg) -> Diagnosis:
+    rank, cap = int(m.group("rank")), int(m.group("max"))
+    new = next((a for a in (1, 8, 16, 32, 64, 128, 256, 320, 512) if a >= rank), rank)  # vLLM's MaxLoRARanks
+    return Diagnosis("lora-rank", f"the adapter's LoRA rank {rank} is above engine_kwargs.max_lora_rank {cap}, so vLLM "
+                     "refused to load it (the base model and other adapters keep serving)",
+                     f"set engine_kwargs.max_lora_rank: {new} and redeploy, or serve a lower-rank adapter; `llmctl check` "
+                     "finds such adapters before deploying", {"engine_kwargs.max_lora_rank": new}, m.group(0),
+                     "vllm/lora/peft_helper.py validate_legal")
+
+
+def _lora_shape(m: re.Match, cfg) -> Diagnosis:
+    return Diagnosis("lora-base-model", f"the adapter's tensors ({m.group('b')}) do not fit the served model's layers "
+                     f"({m.group('a')}): it was trained for another base model",
+                     "serve it on the model it was trained for; `llmctl check` compares adapters with the model", None,
+                     m.group(0), "vllm/lora/lora_model.py (weights loaded into the base layers)")
+
+
+def _lora_modules(m: re.Match, cfg) -> Diagnosis:
+    return Diagnosis("lora-target-modules", f"the adapter targets {m.group('got')}, layers this model does not have",
+                     "retrain it for this architecture's layer names; `llmctl check` lists them", None, m.group(0),
+                     "vllm/lora/lora_model.py check_unexpected_modules")
+
+
+def _lora_missing(m: re.Match, cfg) -> Diagnosis:
+    return Diagnosis("lora-not-found", f"Ray could not read {m.group('folder')}/adapter_config.json: the adapter is not "
+                     "there, or the replica's endpoint, AWS_DEFAULT_REGION or credentials do not reach the store "
+                     "(ray-project/ray#55502: Ray turns every store error into this 404)",
+                     "`llmctl check SERVE_FILE` reads the store with the replica's settings and names the cause", None,
+                     m.group(0), "ray/llm/_internal/serve/utils/lora_serve_utils.py")
+
+
 @dataclass(frozen=True)
 class Signature:
     code: str
@@ -243,6 +274,12 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("cpu-bf16-crash", r"Illegal instruction|Failed core proc\(s\): \{[^}]*:\s*-4\}", _sigill),
     _sig("ray-vllm-mismatch", r"No module named 'vllm(?:\.[\w.]+)?'|vLLM is installed but failed to import|Neither vLLM nor "
          r"SGLang is installed|got multiple values for keyword argument '\w+'", _mismatch),
+    _sig("lora-rank", r"LoRA rank (?P<rank>\d+) is greater than max_lora_rank (?P<max>\d+)", _lora_rank),
+    _sig("lora-base-model", r"Failed to load lora model:.*?The size of tensor a \((?P<a>\d+)\) must match the size of "
+         r"tensor b \((?P<b>\d+)\)", _lora_shape),
+    _sig("lora-target-modules", r"expected target modules in \[?[^\n]*? but received (?P<got>\[[^\]]*\])", _lora_modules),
+    _sig("lora-not-found", r"Unable to find LoRA adapter config file \\?\"?adapter_config\.json\\?\"? in folder "
+         r"(?P<folder>\S+?)\.? Check", _lora_missing),
     _sig("start-timeout", r"Timed out waiting for engine core processes to start|The actor died unexpectedly before finishing "
          r"this task", _timeout),
 )

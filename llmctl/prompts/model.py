@@ -130,7 +130,7 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
     )
 
     scaling = ask_autoscaling(session, flags, pm, profile, gpu, choice, min_r, max_r, max_num_seqs=sz.get("max_num_seqs"))
-    lora_path, max_adapters, max_rank = _ask_lora(session, flags, pm)
+    lora = _ask_lora(session, flags, pm)
 
     token_flag = pm(flags.hf_token_envs, "--hf-token-env")
     hf_token_env = None
@@ -151,7 +151,7 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
 
     spec = S.ModelSpec(
         profile=profile, model_id=model_id, gpu=gpu, tp=tp, pp=pp, min_replicas=min_r, max_replicas=max_r,
-        max_model_len=max_model_len, lora_path=lora_path, max_lora_adapters=max_adapters, max_lora_rank=max_rank,
+        max_model_len=max_model_len, **lora,
         hf_token_env=hf_token_env, fast_download=bool(fast), gpu_memory_utilization=flags.gpu_memory_utilization,
         choice=choice, engine_extra=engine, **scaling,
     )
@@ -201,28 +201,50 @@ def _ask_tp_and_length(session: Session, flags: Flags, pm, profile: ModelProfile
     return final.tp, final.max_model_len, final
 
 
-def _ask_lora(session: Session, flags: Flags, pm) -> tuple[Optional[str], int, Optional[int]]:
+def _ask_lora(session: Session, flags: Flags, pm) -> dict[str, Any]:
+    """lora_path, adapters per replica, max rank, max LoRAs per batch / on CPU, and the store's settings by reference."""
     lora_flag = pm(flags.lora_paths, "--lora-path")
     lora_path = session.answer(
         lora_flag, flag="--lora-path", label="LoRA path", parse=S.parse_lora_path, default=None,
         ask=lambda: (ask_text("LoRA adapters path (s3://… or gs://…):", S.parse_lora_path)
                      if ask_confirm("Serve LoRA adapters from cloud storage?", False) else None),
     )
-    max_adapters, max_rank = S.DEFAULT_LORA_ADAPTERS, None
     if not lora_path:
-        for values, flag in ((flags.max_lora_adapters, "--max-lora-adapters"), (flags.max_lora_ranks, "--max-lora-rank")):
+        for values, flag in ((flags.max_lora_adapters, "--max-lora-adapters"), (flags.max_lora_ranks, "--max-lora-rank"),
+                             (flags.max_loras, "--max-loras"), (flags.max_cpu_loras, "--max-cpu-loras"),
+                             (flags.lora_envs, "--lora-env")):
             if pm(values, flag) is not None:
                 raise UsageError(f"{flag}: needs --lora-path (LoRA settings apply only when adapters are served)")
-        return None, max_adapters, None
+        return {}
     parse_n = lambda v: S.parse_int(v, what="max LoRA adapters per replica", minimum=1)  # noqa: E731
     max_adapters = session.answer(
         pm(flags.max_lora_adapters, "--max-lora-adapters"), flag="--max-lora-adapters",
         label="max LoRA adapters per replica", parse=parse_n, default=S.DEFAULT_LORA_ADAPTERS,
         ask=lambda: ask_text("Max LoRA adapters per replica:", parse_n, default=str(S.DEFAULT_LORA_ADAPTERS)),
     )
-    rank_flag = pm(flags.max_lora_ranks, "--max-lora-rank")
-    max_rank = session.parse_flag(rank_flag, flag="--max-lora-rank", parse=lambda v: S.parse_int(v, what="max LoRA rank", minimum=1))
-    return lora_path, max_adapters, max_rank
+    parse_rank = lambda v: S.parse_int(v, what="max LoRA rank", minimum=1)  # noqa: E731
+    max_rank = session.answer(
+        pm(flags.max_lora_ranks, "--max-lora-rank"), flag="--max-lora-rank", label="max LoRA rank", parse=parse_rank,
+        default=None, ask=lambda: ask_text("Highest adapter rank to serve (max_lora_rank; vLLM takes 1, 8, 16, 32, 64, "
+                                           "128, 256, 320, 512):", parse_rank, default="16"),
+    )
+    parse_loras = lambda v: S.parse_int(v, what="max LoRAs per batch", minimum=1)  # noqa: E731
+    max_loras = session.parse_flag(pm(flags.max_loras, "--max-loras"), flag="--max-loras", parse=parse_loras)
+    max_cpu = session.parse_flag(pm(flags.max_cpu_loras, "--max-cpu-loras"), flag="--max-cpu-loras",
+                                 parse=lambda v: S.parse_int(v, what="max CPU LoRAs", minimum=1))
+    import os
+
+    detected = S.default_lora_env(lora_path, dict(os.environ))
+    shown = ",".join(k if k == v else f"{k}={v}" for k, v in detected) or "none"
+    env = session.answer(
+        pm(flags.lora_envs, "--lora-env"), flag="--lora-env", label="LoRA store settings", parse=S.parse_lora_env,
+        default=detected,
+        ask=lambda: ask_text("Store settings the replicas take from the environment, by reference (KEY or KEY=VAR, "
+                             "comma-separated, or none):", S.parse_lora_env, default=shown,
+                             instruction="(endpoint, region, credentials: names only, never values)"),
+    )
+    return {"lora_path": lora_path, "max_lora_adapters": max_adapters, "max_lora_rank": max_rank, "max_loras": max_loras,
+            "max_cpu_loras": max_cpu, "lora_env": tuple(env or ())}
 
 
 def _recommended_gpu(profile: ModelProfile) -> Optional[str]:

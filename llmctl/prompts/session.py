@@ -29,6 +29,9 @@ class Flags:
     lora_paths: list[str] = field(default_factory=list)
     max_lora_adapters: list[str] = field(default_factory=list)
     max_lora_ranks: list[str] = field(default_factory=list)
+    max_loras: list[str] = field(default_factory=list)
+    max_cpu_loras: list[str] = field(default_factory=list)
+    lora_envs: list[str] = field(default_factory=list)  # KEY or KEY=VAR, for every model's store
     hf_token_envs: list[str] = field(default_factory=list)
     target_ongoing_requests: list[str] = field(default_factory=list)
     max_ongoing_requests: list[str] = field(default_factory=list)

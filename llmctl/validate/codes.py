@@ -114,8 +114,34 @@ CODES: dict[str, Code] = {c.code: c for c in [
        "by its error band.", "Shorten max_model_len or add GPUs for headroom."),
     _c("not-sized", "warning", "The model could not be sized (an input the sizing does not take); the fit check was skipped.",
        "See the message."),
-    _c("lora", "error", "LoRA settings Ray refuses (a non-remote dynamic_lora_loading_path, max_loras disagreeing with the "
-       "adapters per replica, …).", "Follow the message."),
+    _c("lora", "error", "LoRA settings Ray or vLLM refuses (a non-remote dynamic_lora_loading_path, lora_config without "
+       "enable_lora, max_cpu_loras below max_loras, …).", "Follow the message.",
+       _MODEL.format("engine_kwargs: {enable_lora: true, max_loras: 4, max_cpu_loras: 2}\n"
+                     "lora_config: {dynamic_lora_loading_path: s3://b/loras, max_num_adapters_per_replica: 4}")),
+    _c("lora-slots", "warning", "engine_kwargs.max_loras above lora_config.max_num_adapters_per_replica: Serve never gives "
+       "a replica that many adapters, and vLLM reserves memory for every slot.",
+       "Set max_loras to the adapters per replica (gen-config does), or raise max_num_adapters_per_replica.",
+       _MODEL.format("engine_kwargs: {enable_lora: true, max_loras: 8}\n"
+                     "lora_config: {dynamic_lora_loading_path: s3://b/loras, max_num_adapters_per_replica: 4}")),
+    _c("lora-store", "depends", "The LoRA store cannot be read with the settings the replicas get (endpoint, AWS_DEFAULT_REGION, "
+       "credentials, a ${VAR} unset where Ray fills it): an error, since Ray's loader then answers every adapter request "
+       "with 404 after a healthy deploy (ray-project/ray#55502); a warning when it is readable but empty, or only "
+       "because the store accepts a region AWS_REGION did not set. From `llmctl check` / validate --remote.",
+       "Set AWS_ENDPOINT_URL / AWS_DEFAULT_REGION (boto3 ignores AWS_REGION) / credentials in the app's runtime_env, by "
+       "${VAR} reference (gen-config --lora-path writes them)."),
+    _c("lora-adapter", "error", "An adapter folder in the store without a readable adapter_config.json: Ray answers its "
+       "requests with 404 or 500.", "Upload the whole adapter (`llmctl lora push DIR APP/NAME`)."),
+    _c("lora-rank", "error", "An adapter's rank (r, or the largest in rank_pattern) is above engine_kwargs.max_lora_rank "
+       "(vLLM's default 16): vLLM refuses it when it is first requested (HTTP 500).",
+       "Raise engine_kwargs.max_lora_rank to the value named (vLLM takes 1, 8, 16, 32, 64, 128, 256, 320, 512)."),
+    _c("lora-base-model", "depends", "An adapter trained for another base model: an error when its tensors do not fit the "
+       "served model's layers (vLLM refuses it when requested); a warning when only its base_model_name_or_path names "
+       "another model.", "Serve it on the model it was trained for, or retrain it."),
+    _c("lora-target-modules", "error", "An adapter targets layers the served model does not have: vLLM refuses it when it "
+       "is first requested.", "Retrain it for this architecture's layer names (the message lists them)."),
+    _c("lora-not-checked", "note", "The LoRA store and its adapters were not read: plain validate has no store access, "
+       "gs:// and azure:// stores are not read, or the base model's weights are not on this machine.",
+       "`llmctl check` or `llmctl validate --remote` reads an s3:// store."),
     _c("lora-model-id", "warning", "A model_id with ':' in it: Ray reads 'base:adapter' in a request's model name as a LoRA "
        "adapter of base, so requests naming this model are routed as adapter requests.",
        "Use a model_id without ':' (e.g. qwen-7b-v2 instead of qwen-7b:v2).",

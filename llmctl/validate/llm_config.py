@@ -293,9 +293,15 @@ def _check_lora(data: dict, ek: Any, model_id: Optional[str], sink: _Sink) -> No
         sink.add(("lora_config", "dynamic_lora_loading_path"),
                  f"{path!r} is not a remote URI; Ray Serve LLM loads adapters from s3://, gs://, abfss:// or azure://", code="lora")
     n = lc.get("max_num_adapters_per_replica")
-    if isinstance(ek, dict) and n is not None and ek.get("max_loras") not in (None, n):
-        sink.add(("engine_kwargs", "max_loras"), f"{ek.get('max_loras')} must equal lora_config.max_num_adapters_per_replica ({n}) "
-                                                 "(Ray's multi-LoRA guide)", code="lora")
+    per_replica = n if is_int(n) else 16  # Ray's LoraConfig default
+    loras, cpu = (ek.get("max_loras"), ek.get("max_cpu_loras")) if isinstance(ek, dict) else (None, None)
+    if path and is_int(loras) and loras > per_replica:
+        sink.warn(("engine_kwargs", "max_loras"), f"{loras} is above lora_config.max_num_adapters_per_replica ({per_replica}): "
+                  "Serve never gives a replica more adapters, so vLLM reserves memory for slots that stay empty "
+                  "(Ray's multi-LoRA guide sets them equal)", code="lora-slots")
+    if is_int(cpu) and cpu < (loras if is_int(loras) else 1):
+        sink.add(("engine_kwargs", "max_cpu_loras"), f"{cpu} must be >= max_loras ({loras if is_int(loras) else 1}); vLLM "
+                 "refuses to start otherwise", code="lora")
     if isinstance(ek, dict) and path and not ek.get("enable_lora"):
         sink.add(("engine_kwargs", "enable_lora"), "must be true when lora_config is set, or vLLM rejects adapter requests", code="lora")
 
