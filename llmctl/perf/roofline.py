@@ -172,7 +172,7 @@ class Prediction:
     def stats(self) -> dict[str, dict[str, float]]:
         """In the shape of loadgen summaries, for SLO.met()."""
         return {"ttft_s": {"p50": self.ttft_s, "p95": self.ttft_p95_s, "p90": self.ttft_p95_s, "p99": self.ttft_p95_s},
-                "itl_s": {"p50": self.itl_s, "p95": self.itl_p95_s, "p90": self.itl_p95_s, "p99": self.itl_p95_s},
+                "tpot_s": {"p50": self.itl_s, "p95": self.itl_p95_s, "p90": self.itl_p95_s, "p99": self.itl_p95_s},
                 "latency_s": {"p50": self.latency_s, "p95": self.latency_s, "p90": self.latency_s, "p99": self.latency_s}}
 
 

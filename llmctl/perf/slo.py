@@ -22,6 +22,8 @@ from llmctl.errors import UsageError
 METRICS = {"ttft": "ttft", "itl": "itl", "tpot": "itl", "latency": "latency", "e2e": "latency"}
 PERCENTILES = (50, 90, 95, 99)
 _UNITS = {"ms": 1e-3, "s": 1.0, "us": 1e-6}
+# where each metric sits in a bench summary (llmctl.loadgen): itl is the per-request TPOT
+STAT_KEYS = {"ttft": "ttft_s", "itl": "tpot_s", "latency": "latency_s"}
 
 
 @dataclass(frozen=True)
@@ -50,9 +52,9 @@ class SLO:
         return ",".join(t.text() for t in self.targets)
 
     def met(self, stats: dict) -> bool:
-        """True when every target holds for ``stats`` ({"ttft_s": {"p95": …}, "itl_s": …, "latency_s": …})."""
+        """True when every target holds for a bench summary ({"ttft_s": {"p95": …}, "tpot_s": …, "latency_s": …})."""
         for t in self.targets:
-            v = (stats.get(f"{t.metric}_s") or {}).get(f"p{t.percentile}")
+            v = (stats.get(STAT_KEYS[t.metric]) or {}).get(f"p{t.percentile}")
             if v is None or v > t.seconds:
                 return False
         return True
