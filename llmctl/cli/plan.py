@@ -153,6 +153,9 @@ def _render_capacity(table) -> None:
     elif table.rate:
         out.print("no priced setup meets the goal; pass --price GPU=USD for the GPUs without a price, relax --slo or raise --tp", markup=False)
     for r in table.rows:
+        if r.by_replicas:
+            out.print(f"{r.gpu}: replicas on the measured host: " + ", ".join(f"{k} -> {v:.2f} req/s" for k, v in r.by_replicas.items()),
+                      markup=False)
         if r.note:
             out.print(f"note: {r.gpu} TP {r.tp}: {r.note}", markup=False)
     cal = table.calibration

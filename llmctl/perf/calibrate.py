@@ -166,8 +166,8 @@ def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
             st = step_time(shape, dev, replace(base, mem=1.0, compute=1.0, step_s=0, seq_s=0, token_s=0),
                            decode=b, prompt_tokens=pr, context=p["isl"] + p["osl"] / 2)
             row += [st.mem_s if st.mem_s >= st.compute_s else 0.0, st.compute_s if st.compute_s > st.mem_s else 0.0]
-        rows.append(row)
-        y.append(p["itl"])
+        rows.append([v / p["itl"] for v in row])  # relative errors: every step counts alike
+        y.append(1.0)
     coef = nnls(rows, y)
     eff = replace(base, step_s=coef[0], seq_s=coef[1], token_s=coef[2], source="fitted")
     if roof:
@@ -177,12 +177,13 @@ def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
     for p in pts:
         b = p["x"] * (p["osl"] - 1) * p["itl"]
         pf = step_time(shape, dev, eff, decode=b, prompt_tokens=p["isl"], context=p["isl"] + p["osl"] / 2).seconds
-        trows.append([1.0, p["itl"]])
-        ty.append(max(0.0, p["ttft"] - pf))
+        rest = max(1e-6, p["ttft"] - pf)
+        trows.append([1.0 / rest, p["itl"] / rest])
+        ty.append(1.0)
     tc = nnls(trows, ty)
     eff = replace(eff, request_s=tc[0], ttft_steps=1.0 + tc[1],
-                  ttft_p95_ratio=statistics.median(p["ttft_p95"] / p["ttft"] for p in pts if p["ttft"]),
-                  itl_p95_ratio=statistics.median(p["itl_p95"] / p["itl"] for p in pts if p["itl"]))
+                  ttft_p95_ratio=_geomean(p["ttft_p95"] / p["ttft"] for p in pts if p["ttft"]),
+                  itl_p95_ratio=_geomean(p["itl_p95"] / p["itl"] for p in pts if p["itl"]))
     cal = Calibration(eff, device_of_sweep(sweeps[0]), {r1: 1.0}, sources=[sw.get("_path", "?") for sw in sweeps],
                       shared_host=not roof)
     for r, rpts in sorted(by_r.items()):
@@ -197,6 +198,11 @@ def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
                             "itl_p95": p["itl_p95"], "itl_p95_fit": pr.itl_p95_s, "ttft_p95": p["ttft_p95"],
                             "ttft_p95_fit": pr.ttft_p95_s})
     return cal
+
+
+def _geomean(values) -> float:
+    vals = [v for v in values if v > 0]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else 1.0
 
 
 def stretched(eff: Efficiency, k: float) -> Efficiency:

@@ -54,6 +54,7 @@ class Capacity:
     meets: bool = False
     cheapest: bool = False
     note: str = ""
+    by_replicas: Optional[dict] = None  # a shared-host (CPU) calibration: replicas -> rate of all of them
 
     @property
     def max_ongoing_requests(self) -> int:
@@ -158,6 +159,9 @@ def plan_capacity(setups: list[tuple[str, int, ModelShape, Device, Engine]], slo
             continue
         r1, n, p, bound = max_rate(shape, dev, eff, engine, slo, isl=isl, osl=osl, replicas=1, cal=cal)
         row = Capacity(gpu, tp, r1, n, p, bound, price=prices.get(gpu))
+        if cal is not None and cal.shared_host:
+            row.by_replicas = {r: max_rate(shape, dev, eff, engine, slo, isl=isl, osl=osl, replicas=r, cal=cal)[0]
+                               for r in sorted(set(cal.replica_stretch) | {1, 2})}
         if r1 > 0 and rate:
             reps = max(1, math.ceil(rate / r1 - 1e-9))
             if cal is not None and cal.shared_host:  # replicas slow each other down: search
