@@ -10,7 +10,7 @@ nothing edited by hand), back to back:
 1. calibration: ``llmctl bench --sweep`` over concurrencies (R × 1,2,4,8,16),
    written with ``-o``;
 2. measurement: ``llmctl bench --sweep`` over a finer, different set of
-   concurrencies (R × 1,2,3,4,6,8,10,12,16) with ``--slo``: the highest rate
+   concurrencies (R × 1,2,3,4,6,8,12,16) with ``--slo``: the highest rate
    within each target, read off that one sweep (``max_rate_within``);
 3. prediction: ``llmctl plan --model DIR --gpu cpu --profile calib_1.json
    [--profile calib_2.json] --slo TARGET --json``: the rate of R replicas.
@@ -37,9 +37,11 @@ from typing import Optional
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 PY = sys.executable
-TARGETS = {"A": "ttft_p95=600ms,itl_p95=6ms", "B": "ttft_p95=1500ms,itl_p95=12ms"}
+# Chosen so that both 1 and 2 replicas have a rate within them on this 2-core machine (a first run,
+# 2026-11-25, with 600ms/6ms found none for 2 replicas: their ingress, proxy and engines share two cores).
+TARGETS = {"A": "ttft_p95=1000ms,itl_p95=10ms", "B": "ttft_p95=3000ms,itl_p95=20ms"}
 CALIB = (1, 2, 4, 8, 16)
-MEASURE = (1, 2, 3, 4, 6, 8, 10, 12, 16)
+MEASURE = (1, 2, 3, 4, 6, 8, 12, 16)
 GOAL = 0.20
 
 
@@ -51,8 +53,8 @@ def _run(cmd: list, env: dict, timeout: float = 1800) -> subprocess.CompletedPro
     return p
 
 
-def run(work: Path, env: dict, *, replicas=(1, 2), calib=CALIB, measure=MEASURE, calib_s: float = 25,
-        measure_s: float = 20, prompt_words: int = 64, osl: int = 128, targets=TARGETS, model: Optional[Path] = None,
+def run(work: Path, env: dict, *, replicas=(1, 2), calib=CALIB, measure=MEASURE, calib_s: float = 30,
+        measure_s: float = 30, prompt_words: int = 64, osl: int = 128, targets=TARGETS, model: Optional[Path] = None,
         keep_cluster: bool = False, log=print) -> dict:
     """The whole experiment; returns {"rows": [...], "files": {...}}. ``env``
     holds LLMCTL_HOME: an existing local head there is used (a test's), else

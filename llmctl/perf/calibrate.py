@@ -148,6 +148,8 @@ def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
     """Fit an Efficiency to the sweeps' 1-replica steps (the lowest replica
     count measured), then a stretch factor per other replica count."""
     base = base or Efficiency()
+    if not dev.known:  # a CPU: the request path's costs are in the fitted TTFT terms, no separate frontend cap
+        base = replace(base, frontend_s=0.0, compute_half_tokens=0.0)
     by_r: dict[int, list[dict]] = {}
     for sw in sweeps:
         by_r.setdefault(replicas_of(sw), []).extend(_steps(sw, replicas_of(sw)))

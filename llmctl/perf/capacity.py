@@ -32,6 +32,7 @@ BOUND_TEXT = {
     "engine_overhead": "engine overhead (per step / sequence)",
     "engine_overhead_prefill": "engine and request overhead (TTFT)",
     "interconnect": "TP interconnect",
+    "frontend": "API server / ingress (per-request overhead)",
     "unreachable": "target unreachable at any load",
 }
 
@@ -128,7 +129,9 @@ def max_rate(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, sl
         best = at(lo_n)
         return best.rate * replicas, lo_n, best, cap_name
     fail_n = min(cap, hi_n * 2)
-    for _ in range(40):
+    for _ in range(30):
+        if fail_n - lo_n <= 1e-3 * fail_n:
+            break
         mid = (lo_n + fail_n) / 2
         if _met(slo, at(mid)):
             lo_n = mid

@@ -66,6 +66,7 @@ class EngineSample:
     itl_sum: float = 0.0
     itl_count: float = 0.0
     preemptions: float = 0.0
+    live: bool = False  # reported a gauge: an engine that runs (Ray keeps a stopped replica's counters)
 
 
 @dataclass
@@ -109,12 +110,15 @@ def samples_of(text: str, t: Optional[float] = None) -> dict[str, EngineSample]:
         s = out.setdefault(rid, EngineSample(rid, labels.get("model_name", ""), t))
         attr = _GAUGES.get(short) or _COUNTERS[short]
         setattr(s, attr, getattr(s, attr) + value)  # sums over engines of one replica (data parallel)
+        s.live = s.live or short in _GAUGES
     return out
 
 
 def stats_of(now: dict[str, EngineSample], before: Optional[dict[str, EngineSample]] = None) -> list[EngineStats]:
     out = []
     for rid, s in sorted(now.items()):
+        if not s.live:
+            continue
         b = (before or {}).get(rid)
         st = EngineStats(rid, s.model, s.running, s.waiting, s.kv_usage, requests_done=s.ttft_count)
         dt = s.t - b.t if b else 0.0

@@ -73,7 +73,7 @@ class Device:
 
     @property
     def known(self) -> bool:
-        return self.mem_bw > 0 and self.flops > 0
+        return 0 < self.mem_bw < math.inf and 0 < self.flops < math.inf
 
 
 def device_of(gpu, *, fp8: bool = False) -> Device:
@@ -89,10 +89,13 @@ def device_of(gpu, *, fp8: bool = False) -> Device:
 class Efficiency:
     """Fractions of the roofline reached, and the engine's overheads (seconds)."""
 
-    mem: float = 0.75  # of peak bandwidth in decode
-    compute: float = 0.55  # of dense peak FLOP/s
-    step_s: float = 0.003  # per engine step (scheduler, kernel launches, sampling)
-    seq_s: float = 0.0  # per running sequence per step
+    # Defaults: chosen on tests/data/perf_published.yaml (docs/capacity.md, "How the defaults were chosen")
+    mem: float = 0.80  # of peak bandwidth in decode
+    compute: float = 0.35  # of dense peak FLOP/s (end to end: attention, norms and sampling included)
+    compute_half_tokens: float = 0.0  # >0: tokens in a step at which the matmuls reach half of `compute`
+    step_s: float = 0.001  # per engine step (scheduler, kernel launches)
+    seq_s: float = 0.0002  # per running sequence per step (scheduling, sampling, detokenizing)
+    frontend_s: float = 0.02  # per request, serial in the API server (tokenizing, HTTP, streaming): caps the rate
     token_s: float = 0.0  # per prompt token (tokenizing, the prefill's own overheads)
     request_s: float = 0.010  # per request before its first step (HTTP, Ray Serve router, ingress)
     ttft_steps: float = 1.5  # steps a new request spends before its first token: waiting for the running one, then its own
@@ -137,15 +140,21 @@ class Step:
 
 
 def step_time(shape: ModelShape, dev: Device, eff: Efficiency, *, decode: float, prompt_tokens: float,
-              context: float) -> Step:
+              context: float, prompt_context: Optional[float] = None) -> Step:
     """One engine step with ``decode`` running sequences of mean context
-    ``context`` and ``prompt_tokens`` prompt tokens (their context ~ half the chunk)."""
+    ``context`` and a chunk of ``prompt_tokens`` prompt tokens whose queries
+    see ``prompt_context`` tokens on average (default: half the chunk)."""
     tokens = decode + prompt_tokens
-    kv_read = (decode * context + prompt_tokens * prompt_tokens / 2) * shape.kv_bytes_per_token
+    pctx = prompt_tokens / 2 if prompt_context is None else prompt_context
+    # attention reads every decoding sequence's whole KV cache; a prompt chunk's
+    # (flash attention, tiled queries) about once more, with what it writes
+    kv_read = (decode * context + prompt_tokens) * shape.kv_bytes_per_token
     mem = (shape.weight_read_bytes(tokens) + kv_read) / (dev.mem_bw * eff.mem) if dev.known else 0.0
-    attn = 4 * shape.layers * shape.attn_width / shape.tp * (decode * context + prompt_tokens * prompt_tokens / 2)
+    attn = 4 * shape.layers * shape.attn_width / shape.tp * (decode * context + prompt_tokens * pctx)
     flops = 2 * shape.params_active / shape.tp * tokens + attn
-    cmp = flops / (dev.flops * eff.compute) if dev.known else 0.0
+    # small steps use the tensor cores less well: efficiency rises with the tokens of the step
+    ceff = eff.compute * tokens / (tokens + eff.compute_half_tokens) if eff.compute_half_tokens else eff.compute
+    cmp = flops / (dev.flops * ceff) if dev.known and tokens > 0 else 0.0
     comm = 0.0
     if shape.tp > 1 and dev.link_bw > 0:
         payload = tokens * shape.hidden * shape.act_bytes
@@ -189,18 +198,22 @@ def predict(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, 
     running = min(n, cap)
     context = isl + osl / 2
     budget = max(1.0, engine.max_num_batched_tokens - running)
-    rate, dec, t_prev = 0.0, running, 0.0
+    rate, dec, t_prev, frontend_bound = 0.0, running, 0.0, False
     chunks = max(1, math.ceil(isl / budget))
     for _ in range(80):
-        dec_step = step_time(shape, dev, eff, decode=dec, prompt_tokens=min(rate * isl * t_prev, budget), context=context)
-        pf_step = step_time(shape, dev, eff, decode=dec, prompt_tokens=min(isl, budget), context=context)
+        dec_step = step_time(shape, dev, eff, decode=dec, prompt_tokens=min(rate * isl * t_prev, budget), context=context,
+                             prompt_context=isl / 2)
+        pf_step = step_time(shape, dev, eff, decode=dec, prompt_tokens=min(isl, budget), context=context,
+                            prompt_context=isl / 2)
         ttft = eff.request_s + (eff.ttft_steps - 1) * dec_step.seconds + chunks * pf_step.seconds
         itl = dec_step.seconds
         run_latency = ttft + (osl - 1) * itl
         # prompt tokens the engine takes per second cannot exceed what the chunks hold
-        new_rate = min(running / run_latency, budget / max(isl, 1) / max(pf_step.seconds, 1e-9))
+        front = 1 / eff.frontend_s if eff.frontend_s else math.inf
+        new_rate = min(running / run_latency, budget / max(isl, 1) / max(pf_step.seconds, 1e-9), front)
+        frontend_bound = new_rate >= front * (1 - 1e-9)
         new_dec = running * max(osl - 1, 0) * itl / run_latency
-        done = abs(new_rate - rate) <= 1e-7 * max(new_rate, 1e-9) and abs(new_dec - dec) < 1e-6
+        done = abs(new_rate - rate) <= 1e-5 * max(new_rate, 1e-9) and abs(new_dec - dec) < 1e-4 * max(dec, 1.0)
         rate = new_rate if not rate else rate + 0.5 * (new_rate - rate)
         dec = dec + 0.5 * (new_dec - dec)
         t_prev = dec_step.seconds
@@ -212,7 +225,8 @@ def predict(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, 
         concurrency=n, rate=n / (ttft_total + (osl - 1) * itl) if n > running else rate,
         output_tokens_per_s=osl * (n / (ttft_total + (osl - 1) * itl) if n > running else rate),
         ttft_s=ttft_total, ttft_p95_s=ttft_total * eff.ttft_p95_ratio, itl_s=itl, itl_p95_s=itl * eff.itl_p95_ratio,
-        latency_s=ttft_total + (osl - 1) * itl, running=running, decode_bound=dec_step.bound, prefill_bound=pf_step.bound,
+        latency_s=ttft_total + (osl - 1) * itl, running=running,
+        decode_bound="frontend" if frontend_bound else dec_step.bound, prefill_bound=pf_step.bound,
         capped_by=cap_name if n > cap else "",
     )
 
