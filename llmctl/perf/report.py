@@ -159,6 +159,7 @@ def plots(sweep: dict, out_dir: Path) -> dict[str, Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401
 
     out_dir.mkdir(parents=True, exist_ok=True)
     steps = sweep["steps"]
@@ -177,8 +178,9 @@ def plots(sweep: dict, out_dir: Path) -> dict[str, Path]:
     for key, name in (("ttft_s", "TTFT p95"), ("tpot_s", "ITL p95"), ("latency_s", "latency p95")):
         y = [(st["summary"][key].get("p95") or 0) * 1000 for st in steps]
         ax.plot(x, y, marker="o", label=name)
-    for xi, lab in zip(x, label):
-        ax.annotate(lab, (xi, 0), fontsize=7, rotation=90, va="bottom")
+    y95 = [(st["summary"]["latency_s"].get("p95") or 0) * 1000 for st in steps]
+    for xi, yi, lab in zip(x, y95, label):
+        ax.annotate(lab, (xi, yi), fontsize=7, textcoords="offset points", xytext=(0, 6), ha="center")
     ax.set_xlabel("output tokens / s")
     ax.set_ylabel("ms (log)")
     ax.set_yscale("log")
@@ -211,7 +213,9 @@ def plots(sweep: dict, out_dir: Path) -> dict[str, Path]:
         if pts:
             ax2.step([p["t"] for p in pts], [p["running"] for p in pts], where="post", label=f"{dep} running", linestyle="--")
     ax2.set_ylabel("replicas")
-    ax2.set_ylim(bottom=0)
+    top = max([p["running"] for pts in (sweep.get("replicas") or {}).values() for p in pts] or [1])
+    ax2.set_ylim(0, top + 1)
+    ax2.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     for st in steps:
         ax.axvline(st["t0"], color="grey", alpha=0.3)
     lines = ax.get_legend_handles_labels()
