@@ -234,7 +234,8 @@ def capacity(
     else:
         mml = parse_flag("--max-model-len", lambda v: spec.parse_max_model_len(v, arch=arch), max_model_len)
         seqs = _positive("--max-num-seqs", max_num_seqs)
-        for g in gpu_types(gpu, None):
+        names = [x.strip() for x in gpu.split(",") if x.strip()] if gpu and "," in gpu else [gpu]
+        for g in [g for name in names for g in gpu_types(name, None)]:
             if not g.hbm_gb_s:
                 continue
             tp_n = parse_flag("--tp", lambda v: spec.parse_tp(v, arch=arch, gpu=g), tp)

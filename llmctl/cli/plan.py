@@ -37,7 +37,7 @@ def plan_cmd(
     enable_expert_parallel: Annotated[bool, typer.Option("--enable-expert-parallel", help="vLLM's --enable-expert-parallel: whole experts dealt out over the TP ranks.")] = False,
     max_num_seqs: Annotated[Optional[str], typer.Option("--max-num-seqs", metavar="N", help="vLLM's --max-num-seqs (default: that vLLM's, by GPU size).")] = None,
     max_num_batched_tokens: Annotated[Optional[str], typer.Option("--max-num-batched-tokens", metavar="TOKENS", help="vLLM's --max-num-batched-tokens (8192, 8K; default: that vLLM's, by GPU size).")] = None,
-    slo: Annotated[Optional[str], typer.Option("--slo", metavar="TARGETS", help="Plan for latency targets instead: ttft_p95=500ms,itl_p95=40ms (itl: each request's mean time per output token). Shows the estimated highest request rate per replica, replicas, cost and the limiting bound.")] = None,
+    slo: Annotated[Optional[str], typer.Option("--slo", metavar="TARGETS", help="Plan for latency targets instead: ttft_p95=500ms,itl_p95=40ms (itl: each request's mean time per output token). Shows the estimated highest request rate per replica, replicas, cost and the limiting bound; --gpu may then list several (L4,H100).")] = None,
     rate: Annotated[Optional[float], typer.Option("--rate", metavar="REQ_PER_S", help="With --slo: the request rate to serve (replicas and cost are for it).")] = None,
     isl: Annotated[int, typer.Option("--isl", metavar="TOKENS", help="With --slo: prompt tokens per request.")] = 1000,
     osl: Annotated[int, typer.Option("--osl", metavar="TOKENS", help="With --slo: output tokens per request.")] = 200,
@@ -166,9 +166,8 @@ def _render_capacity(table) -> None:
                   f"p95/mean TTFT {e.ttft_p95_ratio:.2f}, ITL {e.itl_p95_ratio:.2f}"
                   + (f"; replicas on one host: x{', x'.join(f'{v:.2f} at {k}' for k, v in sorted(cal.replica_stretch.items()))} slower"
                      if len(cal.replica_stretch) > 1 else ""), markup=False)
-    priced = sorted({(v.get("date"), v["source"]) for v in table.prices.values()}, key=str)
-    for date, src in priced:
-        out.print(f"prices: {src}" + (f" (as of {date})" if date else ""), markup=False)
+    for src in sorted({v["source"] for v in table.prices.values()}):
+        out.print(f"prices: {src}", markup=False)
     out.print("Estimates of a roofline model (docs/capacity.md: within ±30 % of published vLLM throughput on most "
               "points, ±20 % of this machine's measured rates after calibration); measure yours with "
               "`llmctl bench --sweep ... --slo ...`.", markup=False)
