@@ -174,18 +174,7 @@ def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
     eff = replace(base, step_s=coef[0], seq_s=coef[1], token_s=coef[2], source="fitted")
     if roof:
         eff = replace(eff, mem=1 / coef[3] if coef[3] > 0 else base.mem, compute=1 / coef[4] if coef[4] > 0 else base.compute)
-    # TTFT: what remains after the request's own prefill step
-    trows, ty = [], []
-    for p in pts:
-        b = p["x"] * (p["osl"] - 1) * p["itl"]
-        pf = step_time(shape, dev, eff, decode=b, prompt_tokens=p["isl"], context=p["isl"] + p["osl"] / 2).seconds
-        rest = max(1e-6, p["ttft"] - pf)
-        trows.append([1.0 / rest, p["itl"] / rest])
-        ty.append(1.0)
-    tc = nnls(trows, ty)
-    eff = replace(eff, request_s=tc[0], ttft_steps=1.0 + tc[1],
-                  ttft_p95_ratio=_geomean(p["ttft_p95"] / p["ttft"] for p in pts if p["ttft"]),
-                  itl_p95_ratio=_geomean(p["itl_p95"] / p["itl"] for p in pts if p["itl"]))
+    eff = _fit_ttft_and_frontend(pts, shape, dev, eff, engine)
     cal = Calibration(eff, device_of_sweep(sweeps[0]), {r1: 1.0}, sources=[sw.get("_path", "?") for sw in sweeps],
                       shared_host=not roof)
     for r, rpts in sorted(by_r.items()):
@@ -207,12 +196,48 @@ def _geomean(values) -> float:
     return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else 1.0
 
 
+def _fit_ttft(pts: list[dict], shape, dev, eff: Efficiency) -> Efficiency:
+    """TTFT − (the request's own prefill step) = t_request + (ttft_steps − 1)·TPOT, relative errors."""
+    rows, y = [], []
+    for p in pts:
+        b = p["x"] * (p["osl"] - 1) * p["itl"]
+        pf = step_time(shape, dev, eff, decode=b, prompt_tokens=p["isl"], context=p["isl"] + p["osl"] / 2).seconds
+        rest = max(1e-6, p["ttft"] - pf)
+        rows.append([1.0 / rest, p["itl"] / rest])
+        y.append(1.0)
+    tc = nnls(rows, y)
+    return replace(eff, request_s=tc[0], ttft_steps=1.0 + tc[1])
+
+
+def _fit_ttft_and_frontend(pts: list[dict], shape, dev, eff: Efficiency, engine) -> Efficiency:
+    """The TTFT terms, and the serial per-request cost in front of the engine
+    (``frontend_s``: Serve's proxy and ingress, the API server) that makes the
+    rate level off while TTFT keeps growing: the candidate whose fitted model
+    reproduces the measured rates and TTFTs best (TTFT terms fitted on the
+    steps that candidate does not saturate)."""
+    xmax = max(p["x"] for p in pts)
+    eff = replace(eff, ttft_p95_ratio=_geomean(p["ttft_p95"] / p["ttft"] for p in pts if p["ttft"]),
+                  itl_p95_ratio=_geomean(p["itl_p95"] / p["itl"] for p in pts if p["itl"]))
+    best = None
+    for k in (0.0, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2):
+        s = k / xmax
+        free = [p for p in pts if not s or p["x"] < 0.9 / s] or pts
+        e = _fit_ttft(free if len(free) >= 2 else pts, shape, dev, replace(eff, frontend_s=s))
+        err = 0.0
+        for p in pts:
+            pr = predict(shape, dev, e, engine, concurrency=p["n"], isl=round(p["isl"]), osl=p["osl"])
+            err += math.log(pr.rate / p["x"]) ** 2 + math.log(max(pr.ttft_s, 1e-9) / p["ttft"]) ** 2
+        if best is None or err < best[0]:
+            best = (err, e)
+    return best[1]
+
+
 def stretched(eff: Efficiency, k: float) -> Efficiency:
     """Every time of the model × k (replicas sharing a host's cores)."""
     if k == 1.0:
         return eff
     return replace(eff, mem=eff.mem / k, compute=eff.compute / k, step_s=eff.step_s * k, seq_s=eff.seq_s * k,
-                   token_s=eff.token_s * k, request_s=eff.request_s * k)
+                   token_s=eff.token_s * k, request_s=eff.request_s * k, frontend_s=eff.frontend_s * k)
 
 
 def _fit_stretch(pts: list[dict], shape, dev, eff, engine) -> float:

@@ -219,13 +219,16 @@ def predict(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, 
         t_prev = dec_step.seconds
         if done:
             break
-    queue = (n - running) / rate if n > running and rate > 0 else 0.0
-    ttft_total = ttft + queue
+    # closed loop: all n clients cycle at the engine's rate; whatever latency the
+    # engine alone does not explain (beyond max_num_seqs or KV capacity, behind a
+    # saturated prefill or API server) is spent waiting before the first token
+    run_latency = ttft + (osl - 1) * itl
+    total = max(run_latency, n / rate) if rate > 0 else run_latency
+    ttft_total = ttft + (total - run_latency)
     return Prediction(
-        concurrency=n, rate=n / (ttft_total + (osl - 1) * itl) if n > running else rate,
-        output_tokens_per_s=osl * (n / (ttft_total + (osl - 1) * itl) if n > running else rate),
+        concurrency=n, rate=n / total, output_tokens_per_s=osl * n / total,
         ttft_s=ttft_total, ttft_p95_s=ttft_total * eff.ttft_p95_ratio, itl_s=itl, itl_p95_s=itl * eff.itl_p95_ratio,
-        latency_s=ttft_total + (osl - 1) * itl, running=running,
+        latency_s=total, running=running,
         decode_bound="frontend" if frontend_bound else dec_step.bound, prefill_bound=pf_step.bound,
         capped_by=cap_name if n > cap else "",
     )
