@@ -73,7 +73,7 @@ def predict_point(p: dict[str, Any], eff: Optional[Efficiency] = None) -> PointR
         pr = predict(shape, dev, eff, engine, concurrency=float(min(n, cap)), isl=isl, osl=osl)
         seconds = n / pr.rate + max(0, int(p.get("osl_max", osl)) - osl) * pr.itl_s
         tok_s = n * osl / seconds
-    bound = pr.decode_bound if pr.itl_s * osl >= pr.ttft_s else f"{pr.prefill_bound} (prefill)"
+    bound = pr.decode_bound if pr.decode_bound == "frontend" or pr.itl_s * osl >= pr.ttft_s else f"{pr.prefill_bound} (prefill)"
     return PointResult(p["id"], gpu.name, p.get("split", "holdout"), float(p["output_tok_s"]), tok_s, bound)
 
 
