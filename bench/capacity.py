@@ -10,7 +10,7 @@ nothing edited by hand), back to back:
 1. calibration: ``llmctl bench --sweep`` over concurrencies (R × 1,2,4,8,16),
    written with ``-o``;
 2. measurement: ``llmctl bench --sweep`` over a finer, different set of
-   concurrencies (R × 1,2,3,4,6,8,12,16) with ``--slo``: the highest rate
+   concurrencies (R × 1,2,3,4,6,8,12,16, 45 s each) with ``--slo``: the highest rate
    within each target, read off that one sweep (``max_rate_within``);
 3. prediction: ``llmctl plan --model DIR --gpu cpu --profile calib_1.json
    [--profile calib_2.json] --slo TARGET --json``: the rate of R replicas.
@@ -54,7 +54,7 @@ def _run(cmd: list, env: dict, timeout: float = 1800) -> subprocess.CompletedPro
 
 
 def run(work: Path, env: dict, *, replicas=(1, 2), calib=CALIB, measure=MEASURE, calib_s: float = 30,
-        measure_s: float = 30, prompt_words: int = 64, osl: int = 128, targets=TARGETS, model: Optional[Path] = None,
+        measure_s: float = 45, prompt_words: int = 64, osl: int = 128, targets=TARGETS, model: Optional[Path] = None,
         keep_cluster: bool = False, log=print) -> dict:
     """The whole experiment; returns {"rows": [...], "files": {...}}. ``env``
     holds LLMCTL_HOME: an existing local head there is used (a test's), else
@@ -89,9 +89,11 @@ def run(work: Path, env: dict, *, replicas=(1, 2), calib=CALIB, measure=MEASURE,
                            "--prompt-tokens", prompt_words, "--max-tokens", osl, "-o", cf], env)
             calib_files.append(cf)
             mf = work / f"measure_{r}.json"
-            _run(llmctl + ["bench", "capacity", "--sweep", ",".join(str(c * r) for c in measure), "--duration", measure_s,
-                           "--prompt-tokens", prompt_words, "--max-tokens", osl, "--slo", targets["A"], "-o", mf,
-                           "--report", work / f"report_{r}"], env)
+            shown = ["bench", "capacity", "--sweep", ",".join(str(c * r) for c in measure), "--duration", measure_s,
+                     "--prompt-tokens", prompt_words, "--max-tokens", osl, "--slo", targets["A"], "-o", mf.name,
+                     "--report", f"report_{r}"]
+            out = _run(llmctl + shown[:-3] + [mf, "--report", work / f"report_{r}"], env)
+            (work / f"measure_{r}.txt").write_text("$ llmctl " + " ".join(map(str, shown)) + "\n" + out.stdout)
             files[f"calib_{r}"], files[f"measure_{r}"] = str(cf), str(mf)
             meas = load_sweeps([mf])[0]
             isl = round(sum(s["summary"]["prompt_tokens_mean"] or 0 for s in meas["steps"]) / len(meas["steps"]))
@@ -149,6 +151,10 @@ def main() -> int:
         out = REPO / "bench" / "results"
         out.mkdir(exist_ok=True)
         (out / "capacity.json").write_text(json.dumps(result, indent=1) + "\n")
+        for r in result["rows"]:
+            src = work / f"measure_{r['replicas']}.txt"
+            if src.exists():
+                (out / f"measure_{r['replicas']}.txt").write_text(src.read_text())
         doc = REPO / "docs" / "capacity.md"
         text = doc.read_text()
         a, b = "<!-- capacity-cpu:begin -->", "<!-- capacity-cpu:end -->"
