@@ -320,38 +320,11 @@ async def _run(s: BenchSettings, stop: threading.Event, sample: Optional[Callabl
     return res
 
 
-def local_cpu_seconds() -> Optional[Callable[[], float]]:
-    """CPU seconds used so far by the local Ray head llmctl started (every
-    process of it: raylet, workers, Serve replicas) and this process, or None
-    (no local head, or psutil missing): a sweep step's busy cores on a
-    shared machine, whatever else runs there."""
-    try:
-        import psutil
+def _cpu_probe(dashboard: Optional[str]):
+    """Busy-core accounting when the app runs on the local head llmctl started (llmctl.launch.metrics)."""
+    from llmctl.launch.metrics import local_cpu_seconds
 
-        from llmctl.launch.cluster import running_state
-    except ImportError:
-        return None
-    state = running_state()
-    if state is None:
-        return None
-
-    def total() -> float:
-        procs = [psutil.Process()]
-        try:
-            head = psutil.Process(state.pid)
-            procs += [head, *head.children(recursive=True)]
-        except psutil.Error:
-            pass
-        secs = 0.0
-        for p in procs:
-            try:
-                t = p.cpu_times()
-                secs += t.user + t.system
-            except psutil.Error:
-                continue
-        return secs
-
-    return total
+    return local_cpu_seconds(dashboard) if dashboard else None
 
 
 def replica_sampler(dashboard_url: str, app: str) -> Callable[[], list[ReplicaSample]]:
@@ -444,7 +417,7 @@ def bench(
     base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address)
     settings = BenchSettings(base, chosen, concurrency, requests, duration, prompt_tokens, max_tokens, stream, rate, seed)
     sample = replica_sampler(dashboard, app_name) if dashboard and app_name else None
-    cpu = local_cpu_seconds() if dashboard else None
+    cpu = _cpu_probe(dashboard)
     return asyncio.run(_run(settings, stop or threading.Event(), sample, on_progress, interval, cpu))
 
 
@@ -480,7 +453,7 @@ def sweep(
             raise UsageError(f"{name}: must be a positive integer (got {v})")
     base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address)
     sample = replica_sampler(dashboard, app_name) if dashboard and app_name else None
-    cpu = local_cpu_seconds() if dashboard else None
+    cpu = _cpu_probe(dashboard)
     stop = stop or threading.Event()
     out_steps: list[dict[str, Any]] = []
     timeline: dict[str, list[dict[str, Any]]] = {}

@@ -9,7 +9,7 @@ the endpoint (``metrics_url``): Ray's REST API does not publish it.
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from llmctl.errors import ClusterUnreachable, UsageError
 from llmctl.launch import address as _address
@@ -46,3 +46,37 @@ def engine_metrics(address: Optional[str] = None, metrics_url_: Optional[str] = 
         return url, reader.read()
     except httpx.HTTPError as e:
         raise ClusterUnreachable(f"no metrics at {url} ({type(e).__name__})") from None
+
+
+def local_cpu_seconds(dashboard_url: Optional[str] = None) -> Optional[Callable[[], float]]:
+    """CPU seconds used so far by the local Ray head llmctl started (every
+    process of it: raylet, workers, Serve replicas) and this process, or None
+    (no local head, or psutil missing): a sweep step's busy cores on a
+    shared machine, whatever else runs there."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    from llmctl.launch.cluster import running_state
+
+    state = running_state()
+    if state is None or (dashboard_url and dashboard_url.rstrip("/") != state.dashboard_url.rstrip("/")):
+        return None
+
+    def total() -> float:
+        procs = [psutil.Process()]
+        try:
+            head = psutil.Process(state.pid)
+            procs += [head, *head.children(recursive=True)]
+        except psutil.Error:
+            pass
+        secs = 0.0
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                secs += t.user + t.system
+            except psutil.Error:
+                continue
+        return secs
+
+    return total
