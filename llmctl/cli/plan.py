@@ -168,9 +168,9 @@ def _render_capacity(table) -> None:
                      if len(cal.replica_stretch) > 1 else ""), markup=False)
     for src in sorted({v["source"] for v in table.prices.values()}):
         out.print(f"prices: {src}", markup=False)
-    out.print("Estimates of a roofline model (docs/capacity.md: within ±30 % of published vLLM throughput on most "
-              "points, ±20 % of this machine's measured rates after calibration); measure yours with "
-              "`llmctl bench --sweep ... --slo ...`.", markup=False)
+    out.print("These are estimates of a roofline model, not measurements: against 19 published vLLM runs it was "
+              "within ±30 % on 17 (docs/capacity.md, per GPU type). Measure yours with `llmctl bench --sweep ... "
+              "--slo ... -o bench.json` and calibrate with --profile bench.json.", markup=False)
     if best is not None:
         out.print(f"Next: llmctl gen-config --model {table.profile.id} --slo {table.slo.text()}"
                   + (f" --rate {table.rate:g}" if table.rate else "") + f" --isl {table.isl} --osl {table.osl}", markup=False)
