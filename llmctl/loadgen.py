@@ -217,8 +217,6 @@ async def _run(s: BenchSettings, stop: threading.Event, sample: Optional[Callabl
                on_progress: Optional[Callable[["BenchResult"], None]], interval: float,
                cpu_seconds: Optional[Callable[[], float]] = None) -> BenchResult:
     res = BenchResult(s, [], 0.0)
-    t0 = time.perf_counter()
-    cpu0 = cpu_seconds() if cpu_seconds else None
     sent = 0
     inflight = 0
     limits = httpx.Limits(max_connections=s.concurrency + 2, max_keepalive_connections=s.concurrency + 2)
@@ -231,6 +229,9 @@ async def _run(s: BenchSettings, stop: threading.Event, sample: Optional[Callabl
         return time.perf_counter() - t0 < (s.duration or 0)
 
     async with httpx.AsyncClient(timeout=httpx.Timeout(600, connect=10), limits=limits, trust_env=False) as client:
+        t0 = time.perf_counter()  # the run's clock starts once the client is ready
+        cpu0 = cpu_seconds() if cpu_seconds else None
+
         async def one(seed: int) -> None:
             nonlocal inflight
             inflight += 1
