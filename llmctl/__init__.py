@@ -8,7 +8,10 @@ The Python API is the core the CLI itself calls (nothing here prints):
   ``llmctl validate`` (each with a stable ``code``);
 - :func:`plan` — the sizing table, as ``llmctl plan`` (rows, advised TP);
 - :func:`bench` — load an app's endpoint and watch its replicas, as
-  ``llmctl bench``;
+  ``llmctl bench``; :func:`sweep` — steps of load held one after another, as
+  ``llmctl bench --sweep``;
+- :func:`capacity` — the capacity plan for latency targets, as ``llmctl plan
+  --slo`` (estimates; docs/capacity.md);
 - :func:`up` — validate, deploy, wait until RUNNING, as ``llmctl up``;
   returns the result (endpoint, model ids), progress to an optional
   ``on_event`` callback; :func:`status` — a report, as ``llmctl status``;
@@ -38,13 +41,16 @@ _API = {
     "down": ("llmctl.launch.operate", "down"),
     "iter_down": ("llmctl.launch.operate", "iter_down"),
     "bench": ("llmctl.loadgen", "bench"),
+    "sweep": ("llmctl.loadgen", "sweep"),
+    "capacity": ("llmctl.planner", "capacity"),
 }
 
 __all__ = ["__version__", *_API]
 
 if TYPE_CHECKING:  # pragma: no cover
     from llmctl.genconfig import generate  # noqa: F401
-    from llmctl.loadgen import bench  # noqa: F401
+    from llmctl.loadgen import bench, sweep  # noqa: F401
+    from llmctl.planner import capacity  # noqa: F401
     from llmctl.launch.deploy import iter_up, up  # noqa: F401
     from llmctl.launch.operate import down, iter_down, status  # noqa: F401
     from llmctl.planner import plan  # noqa: F401

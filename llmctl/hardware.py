@@ -76,6 +76,18 @@ class GPUType:
     detected_as: Optional[str] = None
     kind: str = "gpu"  # "gpu" or "cpu"
     known: bool = True  # False: a device llmctl guessed (plan --gpu-memory)
+    # The roofline of the performance model (llmctl.perf): peak memory
+    # bandwidth (GB/s, 1e9 bytes), DENSE tensor-core TFLOP/s at bf16 and at fp8
+    # (NVIDIA's datasheets print "with sparsity" figures: halved here; 0.0 for
+    # fp8 on a GPU without fp8 tensor cores: fp8 weights then run at bf16
+    # speed), the GPU-to-GPU bandwidth one GPU has for tensor-parallel
+    # all-reduce (GB/s per direction: NVLink, or PCIe x16), and where each
+    # figure was read. 0.0: not known (plan cannot predict a rate there).
+    hbm_gb_s: float = 0.0
+    bf16_tflops: float = 0.0
+    fp8_tflops: float = 0.0
+    link_gb_s: float = 0.0
+    perf_source: str = ""
 
     @property
     def is_cpu(self) -> bool:
@@ -108,33 +120,73 @@ class GPUType:
 # Totals as CUDA reports them to PyTorch / vLLM (GiB). Sources next to each.
 TABLE: tuple[GPUType, ...] = (
     GPUType("L4", "L4", 22.05, "24 GB", 8, "vLLM message 'Free memory on device cuda:0 (19.77/22.05 GiB) on startup ... (0.9, 19.84 GiB)' on 'NVIDIA L4 (22.05 GiB total)' in vLLM's CI (pytorch/pytorch#175666); nvidia-smi shows 23034MiB",
-            (8, 9), 58, "pcie", gke_label="nvidia-l4", gfd_label="NVIDIA-L4"),
+            (8, 9), 58, "pcie", gke_label="nvidia-l4", gfd_label="NVIDIA-L4",
+            hbm_gb_s=300, bf16_tflops=121, fp8_tflops=242.5, link_gb_s=32, perf_source='NVIDIA L4 datasheet: 300 GB/s, BF16 242 / FP8 485 TFLOPS with sparsity; PCIe 4.0 x16: 32 GB/s per direction'),
     GPUType("A10G", "A10G", 22.49, "24 GB", 8, "UNVERIFIED: nvidia-smi 23028MiB as typed; no public vLLM log of an A10G total found yet",
-            (8, 6), 80, "pcie", aliases=("a10",), gfd_label="NVIDIA-A10G"),
+            (8, 6), 80, "pcie", aliases=("a10",), gfd_label="NVIDIA-A10G",
+            hbm_gb_s=600, bf16_tflops=70, fp8_tflops=0, link_gb_s=32, perf_source="AWS G5 / NVIDIA A10G: 600 GB/s; ~70 dense BF16 TFLOPS (UNVERIFIED: AWS publishes no tensor figure, NVIDIA's A10 has 125); PCIe 4.0 x16: 32 GB/s per direction"),
     GPUType("L40S", "L40S", 44.99, "48 GB", 8, "UNVERIFIED: nvidia-smi 46068MiB as typed; no public vLLM log of an L40S total found yet",
-            (8, 9), 142, "pcie", aliases=("l40s-48gb",), gfd_label="NVIDIA-L40S"),
+            (8, 9), 142, "pcie", aliases=("l40s-48gb",), gfd_label="NVIDIA-L40S",
+            hbm_gb_s=864, bf16_tflops=362, fp8_tflops=733, link_gb_s=32, perf_source='NVIDIA L40S datasheet: 864 GB/s, BF16 733 / FP8 1,466 TFLOPS with sparsity; PCIe 4.0 x16: 32 GB/s per direction'),
     GPUType("A100-40G", "A100-40G", 39.49, "40 GB", 8, "vLLM log 'Free memory on device (39.0/39.49 GiB) on startup' quoted in a public vLLM-issue digest (40 GB-class GPU; the device is not named there): partly verified",
-            (8, 0), 108, "nvswitch", aliases=("a100-40gb",), gke_label="nvidia-tesla-a100", gfd_label="NVIDIA-A100-SXM4-40GB", detected_as="A100"),
+            (8, 0), 108, "nvswitch", aliases=("a100-40gb",), gke_label="nvidia-tesla-a100", gfd_label="NVIDIA-A100-SXM4-40GB", detected_as="A100",
+            hbm_gb_s=1555, bf16_tflops=312, fp8_tflops=0, link_gb_s=300, perf_source='NVIDIA A100 datasheet (SXM 40GB): 1,555 GB/s, BF16 312 TFLOPS dense, NVLink 600 GB/s (both directions)'),
     GPUType("A100-80G", "A100-80G", 79.15, "80 GB", 8, "vLLM message 'Free memory on device (78.68/79.15 GiB) on startup ... (0.9, 71.24 GiB)' quoted in a public test file (80 GB-class GPU, device not named): partly verified",
             (8, 0), 108, "nvswitch", aliases=("a100", "a100-80gb"), gke_label="nvidia-a100-80gb", gfd_label="NVIDIA-A100-SXM4-80GB",
-            detected_as="A100"),
+            detected_as="A100",
+            hbm_gb_s=2039, bf16_tflops=312, fp8_tflops=0, link_gb_s=300, perf_source='NVIDIA A100 datasheet (SXM 80GB): 2,039 GB/s, BF16 312 TFLOPS dense, NVLink 600 GB/s (both directions)'),
     GPUType("H100", "H100", 79.19, "80 GB", 8, "vLLM 0.19 on H100-80GB: 'Free memory on device (78.68/79.19 GiB) on startup' (llm-d-incubation/llm-d-planner accuracy/results/v0.19.0/logs); nvidia-smi shows 81559MiB, but vLLM uses torch's total",
-            (9, 0), 132, "nvswitch", aliases=("h100-80gb",), gke_label="nvidia-h100-80gb", gfd_label="NVIDIA-H100-80GB-HBM3"),
+            (9, 0), 132, "nvswitch", aliases=("h100-80gb",), gke_label="nvidia-h100-80gb", gfd_label="NVIDIA-H100-80GB-HBM3",
+            hbm_gb_s=3350, bf16_tflops=989, fp8_tflops=1979, link_gb_s=450, perf_source='NVIDIA H100 datasheet (SXM): 3.35 TB/s, BF16 1,979 / FP8 3,958 TFLOPS with sparsity, NVLink 900 GB/s (both directions)'),
     GPUType("H200", "H200", 139.81, "141 GB", 8, "vLLM log 'Free memory on device (139.21/139.81 GiB) on startup' in a public 141 GB-class deployment note (device not named in the excerpt): partly verified",
-            (9, 0), 132, "nvswitch"),
+            (9, 0), 132, "nvswitch",
+            hbm_gb_s=4800, bf16_tflops=989, fp8_tflops=1979, link_gb_s=450, perf_source='NVIDIA H200 datasheet (SXM): 4.8 TB/s, BF16 1,979 / FP8 3,958 TFLOPS with sparsity, NVLink 900 GB/s (both directions)'),
     GPUType("B200", "B200", 178.35, "180 GB", 8, "torch total_memory on 'NVIDIA B200': 'Total VRAM: 178.35 GB' / 'Max memory: 178.351 GB' (GiB; unslothai/unsloth#3411)",
-            (10, 0), 148, "nvswitch", gke_label="nvidia-b200"),
+            (10, 0), 148, "nvswitch", gke_label="nvidia-b200",
+            hbm_gb_s=8000, bf16_tflops=2250, fp8_tflops=4500, link_gb_s=900, perf_source='NVIDIA HGX B200 datasheet (8 GPUs): 64 TB/s, BF16 36 / FP8 72 PFLOPS with sparsity, NVLink 5 1.8 TB/s per GPU (both directions)'),
     GPUType("cpu", None, 0.0, "-", 1, "CPU-only: placement bundles {CPU: 1}, no accelerator_type", kind="cpu"),
     # Known only by their node labels (KubeRay samples select them); not offered: no sourced CUDA total.
     GPUType("T4", "T4", 0.0, "16 GB", 8, "node labels only (KubeRay samples); CUDA total not sourced",
-            (7, 5), 40, "pcie", gke_label="nvidia-tesla-t4", gfd_label="Tesla-T4", offered=False),
+            (7, 5), 40, "pcie", gke_label="nvidia-tesla-t4", gfd_label="Tesla-T4", offered=False,
+            hbm_gb_s=320, bf16_tflops=65, fp8_tflops=0, link_gb_s=16, perf_source='NVIDIA T4 datasheet: 320 GB/s, FP16 65 TFLOPS (no BF16; vLLM runs it at fp16); PCIe 3.0 x16'),
     # Devices of published vLLM logs (tests/data): traits for sizing those runs; not offered.
-    GPUType("L20", None, 0.0, "48 GB", 8, "published vLLM logs only", (8, 9), 92, "pcie", offered=False),
-    GPUType("A10", None, 0.0, "24 GB", 8, "published vLLM logs only (--gpu a10 means A10G)", (8, 6), 72, "pcie", offered=False),
-    GPUType("RTX 4090", None, 0.0, "24 GB", 8, "published vLLM logs only", (8, 9), 128, "pcie", aliases=("rtx4090",), offered=False),
-    GPUType("RTX 3090", None, 0.0, "24 GB", 8, "published vLLM logs only", (8, 6), 82, "pcie", aliases=("rtx3090",), offered=False),
-    GPUType("RTX A5000", None, 0.0, "24 GB", 8, "published vLLM logs only", (8, 6), 64, "pcie", aliases=("a5000",), offered=False),
+    GPUType("L20", None, 0.0, "48 GB", 8, "published vLLM logs only", (8, 9), 92, "pcie", offered=False,
+            hbm_gb_s=864, bf16_tflops=119.5, fp8_tflops=239, link_gb_s=32, perf_source="NVIDIA L20 product brief: 864 GB/s, BF16 119.5 / FP8 239 TFLOPS dense (UNVERIFIED: brief not found in this repo's sources); PCIe 4.0 x16: 32 GB/s per direction"),
+    GPUType("A10", None, 0.0, "24 GB", 8, "published vLLM logs only (--gpu a10 means A10G)", (8, 6), 72, "pcie", offered=False,
+            hbm_gb_s=600, bf16_tflops=125, fp8_tflops=0, link_gb_s=32, perf_source='NVIDIA A10 datasheet: 600 GB/s, BF16 250 TFLOPS with sparsity; PCIe 4.0 x16: 32 GB/s per direction'),
+    GPUType("A40", None, 0.0, "48 GB", 8, "published vLLM benchmarks only (tests/data/perf_published.yaml)", (8, 6), 84, "pcie",
+            hbm_gb_s=696, bf16_tflops=149.7, fp8_tflops=0, link_gb_s=32,
+            perf_source="NVIDIA A40 datasheet: 696 GB/s, BF16 299.4 TFLOPS with sparsity; PCIe 4.0 x16: 32 GB/s per direction", offered=False),
+    GPUType("RTX 4090", None, 0.0, "24 GB", 8, "published vLLM logs only", (8, 9), 128, "pcie", aliases=("rtx4090",), offered=False,
+            hbm_gb_s=1008, bf16_tflops=165.2, fp8_tflops=330.3, link_gb_s=32, perf_source='NVIDIA Ada Lovelace whitepaper (RTX 4090): 1,008 GB/s, BF16 165.2 TFLOPS dense with FP32 accumulate, FP8 330.3; PCIe 4.0 x16: 32 GB/s per direction'),
+    GPUType("RTX 3090", None, 0.0, "24 GB", 8, "published vLLM logs only", (8, 6), 82, "pcie", aliases=("rtx3090",), offered=False,
+            hbm_gb_s=936, bf16_tflops=71, fp8_tflops=0, link_gb_s=32, perf_source='NVIDIA Ampere GA102 whitepaper (RTX 3090): 936 GB/s, BF16 71 TFLOPS dense with FP32 accumulate; PCIe 4.0 x16: 32 GB/s per direction'),
+    GPUType("RTX A5000", None, 0.0, "24 GB", 8, "published vLLM logs only", (8, 6), 64, "pcie", aliases=("a5000",), offered=False,
+            hbm_gb_s=768, bf16_tflops=111, fp8_tflops=0, link_gb_s=32, perf_source='NVIDIA RTX A5000 datasheet: 768 GB/s, 222.2 tensor TFLOPS with sparsity; PCIe 4.0 x16: 32 GB/s per direction'),
 )
+
+@dataclass(frozen=True)
+class GPUPrice:
+    """An hourly on-demand price of one GPU (USD), keyed by a TABLE row's name."""
+
+    usd_per_hour: float
+    date: str  # when the source said so
+    source: str
+
+
+# Default prices for `llmctl plan --slo`: one GPU for one hour, USD. The user
+# overrides any of them (--price L4=0.70); a GPU without a price here has no
+# cost column until given one. Source: llm-d-planner's GPU catalog, field
+# cost_per_hour_usd (its cross-cloud figure; the file also lists AWS / GCP /
+# Azure prices), llm-d-incubation/llm-d-planner data/configuration/gpu_catalog.json
+# at commit e0ab94f8 (2026-04-03). Prices move: treat them as a starting point.
+PRICE_SOURCE = "llm-d-planner data/configuration/gpu_catalog.json cost_per_hour_usd (commit e0ab94f8, 2026-04-03)"
+PRICES: dict[str, GPUPrice] = {
+    name: GPUPrice(usd, "2026-04-03", PRICE_SOURCE)
+    for name, usd in (("L4", 0.80), ("A10G", 1.30), ("A100-40G", 3.00), ("A100-80G", 3.50), ("H100", 4.50),
+                      ("H200", 5.75), ("B200", 7.25), ("L20", 2.00))
+}
+
 
 class _Offered(Mapping[str, GPUType]):
     """The --gpu choices by name, in the order of :data:`TABLE` (read at

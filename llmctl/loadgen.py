@@ -43,6 +43,15 @@ class RequestResult:
     prompt_tokens: int = 0
     error: str = ""  # "HTTP 404", "ReadTimeout", …
     detail: str = ""  # the start of a failed response's body (what the server said)
+    start: float = 0.0  # seconds since the run began
+
+    @property
+    def tpot(self) -> Optional[float]:
+        """The request's mean time per output token after the first (vLLM's TPOT):
+        what llmctl's ``itl`` targets measure (llmctl.perf.slo)."""
+        if self.ttft is None or self.output_tokens < 2:
+            return None
+        return max(0.0, self.latency - self.ttft) / (self.output_tokens - 1)
 
 
 @dataclass
@@ -55,6 +64,12 @@ class ReplicaSample:
 
 
 @dataclass
+class InflightSample:
+    t: float
+    inflight: int
+
+
+@dataclass
 class BenchSettings:
     url: str
     model: str
@@ -64,6 +79,8 @@ class BenchSettings:
     prompt_tokens: int
     max_tokens: int
     stream: bool
+    rate: Optional[float] = None  # open loop: Poisson arrivals at this many requests/s (concurrency caps the in-flight)
+    seed: int = 0
 
 
 def percentiles(values: list[float], ps: tuple[int, ...] = (50, 90, 99)) -> dict[str, Optional[float]]:
@@ -80,6 +97,13 @@ def percentiles(values: list[float], ps: tuple[int, ...] = (50, 90, 99)) -> dict
     return out
 
 
+def stats(values: list[float]) -> dict[str, Optional[float]]:
+    """p50 / p90 / p95 / p99 and the mean."""
+    out = percentiles(values, (50, 90, 95, 99))
+    out["mean"] = sum(values) / len(values) if values else None
+    return out
+
+
 @dataclass
 class BenchResult:
     settings: BenchSettings
@@ -87,6 +111,8 @@ class BenchResult:
     seconds: float
     timeline: list[ReplicaSample] = field(default_factory=list)
     interrupted: bool = False
+    inflight: list[InflightSample] = field(default_factory=list)
+    busy_cores: Optional[float] = None  # CPU cores the local cluster and the load generator kept busy
 
     @property
     def done(self) -> int:
@@ -123,11 +149,13 @@ class BenchResult:
             "seconds": round(self.seconds, 3), "req_per_s": self.done / secs, "output_tokens": self.output_tokens,
             "output_tokens_per_s": self.output_tokens / secs,
             "prompt_tokens_mean": (sum(r.prompt_tokens for r in ok) / len(ok)) if ok else None,
-            "ttft_s": percentiles([r.ttft for r in ok if r.ttft is not None]),
-            "itl_s": percentiles([g for r in ok for g in r.itls]),
-            "latency_s": percentiles([r.latency for r in ok]),
+            "ttft_s": stats([r.ttft for r in ok if r.ttft is not None]),
+            "itl_s": stats([g for r in ok for g in r.itls]),
+            "tpot_s": stats([t for r in ok if (t := r.tpot) is not None]),
+            "latency_s": stats([r.latency for r in ok]),
             "interrupted": self.interrupted,
             "diagnoses": [{"code": d.code, "cause": d.cause, "fix": d.fix} for d in self.diagnoses()],
+            **({"busy_cores": round(self.busy_cores, 3)} if self.busy_cores is not None else {}),
         }
 
     def replica_timeline(self) -> dict[str, list[dict[str, Any]]]:
@@ -138,7 +166,13 @@ class BenchResult:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"settings": asdict(self.settings), "summary": self.summary(), "replicas": self.replica_timeline()}
+        return {"settings": asdict(self.settings), "summary": self.summary(), "replicas": self.replica_timeline(),
+                "inflight": [[round(x.t, 2), x.inflight] for x in self.inflight]}
+
+    def requests_json(self) -> list[dict[str, Any]]:
+        """Each request: start, TTFT, TPOT, latency, tokens (for the report's distributions)."""
+        return [{"start": round(r.start, 4), "ok": r.ok, "ttft": r.ttft, "tpot": r.tpot, "latency": round(r.latency, 5),
+                 "output_tokens": r.output_tokens, "prompt_tokens": r.prompt_tokens} for r in self.results]
 
 
 def prompt_of(n: int, seed: int) -> str:
@@ -190,10 +224,11 @@ async def _one(client: httpx.AsyncClient, s: BenchSettings, seed: int) -> Reques
 
 
 async def _run(s: BenchSettings, stop: threading.Event, sample: Optional[Callable[[], list[ReplicaSample]]],
-               on_progress: Optional[Callable[["BenchResult"], None]], interval: float) -> BenchResult:
+               on_progress: Optional[Callable[["BenchResult"], None]], interval: float,
+               cpu_seconds: Optional[Callable[[], float]] = None) -> BenchResult:
     res = BenchResult(s, [], 0.0)
-    t0 = time.perf_counter()
     sent = 0
+    inflight = 0
     limits = httpx.Limits(max_connections=s.concurrency + 2, max_keepalive_connections=s.concurrency + 2)
 
     def more() -> bool:
@@ -204,14 +239,52 @@ async def _run(s: BenchSettings, stop: threading.Event, sample: Optional[Callabl
         return time.perf_counter() - t0 < (s.duration or 0)
 
     async with httpx.AsyncClient(timeout=httpx.Timeout(600, connect=10), limits=limits, trust_env=False) as client:
+        t0 = time.perf_counter()  # the run's clock starts once the client is ready
+        cpu0 = cpu_seconds() if cpu_seconds else None
+
+        async def one(seed: int) -> None:
+            nonlocal inflight
+            inflight += 1
+            start = time.perf_counter() - t0
+            try:
+                r = await _one(client, s, seed)
+            finally:
+                inflight -= 1
+            r.start = start
+            res.results.append(r)
+
         async def worker(w: int) -> None:
             nonlocal sent
             while more():
                 sent += 1
-                res.results.append(await _one(client, s, sent + w))
+                await one(sent + w)
+
+        async def arrivals() -> None:
+            """Open loop: Poisson arrivals at s.rate; at most s.concurrency in flight (the rest wait)."""
+            nonlocal sent
+            import random
+
+            rng = random.Random(s.seed)
+            gate = asyncio.Semaphore(s.concurrency)
+            tasks = []
+
+            async def gated(seed: int) -> None:
+                async with gate:
+                    await one(seed)
+
+            nxt = time.perf_counter()
+            while more():
+                nxt += rng.expovariate(s.rate or 1.0)
+                await asyncio.sleep(max(0.0, nxt - time.perf_counter()))
+                if not more():
+                    break
+                sent += 1
+                tasks.append(asyncio.create_task(gated(sent)))
+            await asyncio.gather(*tasks, return_exceptions=True)
 
         async def sampler() -> None:
             while True:
+                res.inflight.append(InflightSample(time.perf_counter() - t0, inflight))
                 if sample is not None:
                     try:
                         for smp in await asyncio.to_thread(sample):
@@ -231,12 +304,21 @@ async def _run(s: BenchSettings, stop: threading.Event, sample: Optional[Callabl
                 for t in tasks:
                     t.cancel()
 
-        workers = [asyncio.create_task(worker(i)) for i in range(s.concurrency)]
+        if s.rate:
+            workers = [asyncio.create_task(arrivals())]
+        else:
+            workers = [asyncio.create_task(worker(i)) for i in range(s.concurrency)]
         side = asyncio.create_task(sampler())
         guard = asyncio.create_task(watch_stop(workers))
         await asyncio.gather(*workers, return_exceptions=True)
         res.seconds = time.perf_counter() - t0
         res.interrupted = stop.is_set()
+        if cpu_seconds is not None and cpu0 is not None:
+            try:
+                res.busy_cores = (cpu_seconds() - cpu0) / max(res.seconds, 1e-9)
+            except Exception:  # noqa: BLE001 - a process gone: no figure
+                res.busy_cores = None
+        res.inflight.append(InflightSample(res.seconds, inflight))
         if sample is not None:  # one last look at the replicas
             try:
                 for smp in await asyncio.to_thread(sample):
@@ -247,6 +329,13 @@ async def _run(s: BenchSettings, stop: threading.Event, sample: Optional[Callabl
         side.cancel()
         guard.cancel()
     return res
+
+
+def _cpu_probe(dashboard: Optional[str]):
+    """Busy-core accounting when the app runs on the local head llmctl started (llmctl.launch.metrics)."""
+    from llmctl.launch.metrics import local_cpu_seconds
+
+    return local_cpu_seconds(dashboard) if dashboard else None
 
 
 def replica_sampler(dashboard_url: str, app: str) -> Callable[[], list[ReplicaSample]]:
@@ -322,6 +411,8 @@ def bench(
     stop: Optional[threading.Event] = None,
     on_progress: Optional[Callable[[BenchResult], None]] = None,
     interval: float = 2.0,
+    rate: Optional[float] = None,
+    seed: int = 0,
 ) -> BenchResult:
     """Load an app's OpenAI endpoint (found through status, or ``url``) and
     return what was measured, with the replica timeline. ``requests`` or
@@ -338,6 +429,82 @@ def bench(
     if requests is None and duration is None:
         requests = 5 * concurrency
     base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address)
-    settings = BenchSettings(base, chosen, concurrency, requests, duration, prompt_tokens, max_tokens, stream)
+    settings = BenchSettings(base, chosen, concurrency, requests, duration, prompt_tokens, max_tokens, stream, rate, seed)
     sample = replica_sampler(dashboard, app_name) if dashboard and app_name else None
-    return asyncio.run(_run(settings, stop or threading.Event(), sample, on_progress, interval))
+    cpu = _cpu_probe(dashboard)
+    return asyncio.run(_run(settings, stop or threading.Event(), sample, on_progress, interval, cpu))
+
+
+def sweep(
+    app: Optional[str] = None,
+    *,
+    steps: "Any",
+    duration: float,
+    slo: "Any" = None,
+    model: Optional[str] = None,
+    url: Optional[str] = None,
+    address: Optional[str] = None,
+    prompt_tokens: int = 128,
+    max_tokens: int = 128,
+    max_concurrency: int = 256,
+    stop: Optional[threading.Event] = None,
+    on_step: Optional[Callable[[int, BenchResult], None]] = None,
+    on_progress: Optional[Callable[[BenchResult], None]] = None,
+    interval: float = 2.0,
+) -> dict[str, Any]:
+    """``bench --sweep``: each step of ``steps`` (llmctl.perf.slo.Sweep:
+    concurrencies or request rates) held for ``duration`` seconds, one after
+    another; per step the summary, each request, goodput under ``slo`` and the
+    busy CPU cores; the replica and in-flight timelines of the whole run; the
+    Serve config and versions as provenance. The dict is what ``plan
+    --profile`` reads and what the report is made of (llmctl.perf.report)."""
+    from llmctl.perf.sweep import goodput, max_rate_within, provenance
+
+    if duration is None or duration <= 0:
+        raise UsageError(f"{param('duration')}: must be a positive number of seconds (got {duration})", param="duration")
+    for name, v in (("prompt_tokens", prompt_tokens), ("max_tokens", max_tokens)):
+        if v is None or v < 1:
+            raise UsageError(f"{param(name)}: must be a positive integer (got {v})", param=name)
+    base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address)
+    sample = replica_sampler(dashboard, app_name) if dashboard and app_name else None
+    cpu = _cpu_probe(dashboard)
+    stop = stop or threading.Event()
+    out_steps: list[dict[str, Any]] = []
+    timeline: dict[str, list[dict[str, Any]]] = {}
+    inflight: list[list[float]] = []
+    offset = 0.0
+    started = time.time()
+    for i, v in enumerate(steps.values):
+        if stop.is_set():
+            break
+        conc = int(v) if steps.mode == "concurrency" else max_concurrency
+        st = BenchSettings(base, chosen, conc, None, duration, prompt_tokens, max_tokens, True,
+                           float(v) if steps.mode == "rate" else None, i)
+        res = asyncio.run(_run(st, stop, sample, on_progress, interval, cpu))
+        summ = res.summary()
+        step = {"index": i, "mode": steps.mode, "value": v, "concurrency": conc if steps.mode == "concurrency" else None,
+                "rate": float(v) if steps.mode == "rate" else None, "t0": round(offset, 2), "summary": summ,
+                "requests": res.requests_json()}
+        if slo is not None:
+            step["goodput"] = goodput(res.requests_json(), slo, res.seconds)
+            step["slo_met"] = slo.met(summ)
+        out_steps.append(step)
+        for dep, pts in res.replica_timeline().items():
+            timeline.setdefault(dep, []).extend({**p, "t": round(p["t"] + offset, 2)} for p in pts)
+        inflight.extend([round(x.t + offset, 2), x.inflight] for x in res.inflight)
+        offset += res.seconds
+        if on_step is not None:
+            on_step(i, res)
+    result: dict[str, Any] = {
+        "kind": "llmctl-bench-sweep", "version": 1,
+        "settings": {"url": base, "model": chosen, "app": app_name, "mode": steps.mode, "values": list(steps.values),
+                     "duration_s": duration, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens,
+                     "max_concurrency": max_concurrency},
+        "started": started, "ended": time.time(), "interrupted": stop.is_set(),
+        "slo": slo.to_json() if slo is not None else None,
+        "steps": out_steps, "replicas": timeline, "inflight": inflight,
+        "provenance": provenance(dashboard, app_name),
+    }
+    if slo is not None:
+        result["max_rate_within_slo"] = max_rate_within(out_steps, slo)
+    return result

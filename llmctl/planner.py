@@ -143,3 +143,134 @@ def plan(
             table.rows.append({"gpu": g.name, **p.to_dict(), "advised": advised,
                                "reasons": list(choice.reasons) if advised else []})
     return table
+
+
+# --------------------------------------------------------------------------
+# capacity for a goal (issue 24): llmctl plan --slo
+
+
+@dataclass
+class CapacityTable:
+    profile: ModelProfile
+    slo: Any
+    rate: Optional[float]
+    isl: int
+    osl: int
+    rows: list = field(default_factory=list)  # llmctl.perf.capacity.Capacity
+    calibration: Any = None  # llmctl.perf.calibrate.Calibration
+    prices: dict = field(default_factory=dict)  # the price used per GPU: (usd, "given" | date and source)
+
+    @property
+    def cheapest(self):
+        return next((r for r in self.rows if r.cheapest), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.profile.id, "slo": self.slo.to_json(), "rate": self.rate, "isl": self.isl, "osl": self.osl,
+                "estimate": True, "rows": [r.to_json() for r in self.rows],
+                "calibration": self.calibration.to_json() if self.calibration is not None else None,
+                "prices": self.prices}
+
+
+def _cpu_setup(arch, name: str, sweeps: list) -> tuple:
+    """The measured CPU deployment as a setup: its model shape at float32 and its engine limits."""
+    from llmctl.perf.calibrate import engine_kwargs_of
+    from llmctl.perf.roofline import Device, Engine, shape_of
+
+    ek = engine_kwargs_of(sweeps[0]) if sweeps else {}
+    mml = int(ek.get("max_model_len") or 512)
+    p = sizing.plan(arch, gpu_memory_bytes=64 * 1024**3, tp=1, max_model_len=mml, dtype="float32", enforce_eager=True)
+    shape = shape_of(arch, p, name=name, tp=1)
+    kv_bytes = int(ek.get("kv_cache_memory_bytes") or 64 * 1024 * 1024)
+    engine = Engine(max_num_seqs=int(ek.get("max_num_seqs") or 256),
+                    max_num_batched_tokens=int(ek.get("max_num_batched_tokens") or max(mml, 4096)),
+                    kv_tokens=kv_bytes // max(1, p.kv_bytes_per_token_replica))
+    return ("cpu", 1, shape, Device("cpu", float("inf"), float("inf")), engine)
+
+
+def capacity(
+    model: Union[str, ModelProfile],
+    *,
+    slo: str,
+    rate: Optional[float] = None,
+    isl: int = 1000,
+    osl: int = 200,
+    gpu: Optional[str] = None,
+    tp: Union[None, int, str] = None,
+    price: Optional[str] = None,
+    profile: Optional[list] = None,
+    max_model_len: Union[None, int, str] = None,
+    dtype: str = "auto",
+    kv_cache_dtype: str = "auto",
+    max_num_seqs: Union[None, int, str] = None,
+) -> CapacityTable:
+    """``llmctl plan --slo``: per GPU type and TP size, the estimated highest
+    request rate one replica sustains within the targets, the replicas
+    ``rate`` needs, the cost per hour and per million output tokens, and the
+    bound that limits it; the cheapest priced setup that meets the goal is
+    marked. ``profile``: paths of ``bench --sweep -o`` files whose fit
+    replaces the default efficiencies (and makes ``gpu="cpu"`` plannable).
+    Figures are estimates (docs/capacity.md says how accurate)."""
+    from llmctl.hardware import PRICES
+    from llmctl.perf.calibrate import fit, load_sweeps
+    from llmctl.perf.capacity import plan_capacity
+    from llmctl.perf.roofline import Engine, device_of, shape_of
+    from llmctl.perf.slo import parse_prices, parse_slo
+
+    goal = parse_slo(slo)
+    if rate is not None and rate <= 0:
+        raise UsageError(f"{param('rate')}: must be a positive number of requests per second (got {rate:g})", param="rate")
+    for name, v in (("isl", isl), ("osl", osl)):
+        if v is None or int(v) < 1:
+            raise UsageError(f"{param(name)}: must be a positive number of tokens (got {v})", param=name)
+    from llmctl.hardware import TABLE
+
+    given = parse_prices(price, [g.name for g in TABLE])
+    prices = {n: p.usd_per_hour for n, p in PRICES.items()}
+    prices.update(given)
+    profile_obj = model if isinstance(model, ModelProfile) else parse_flag("model", resolve_model, model)
+    arch = profile_obj.architecture
+    if arch is None:
+        raise UsageError(f"{param('model')}: {profile_obj.hf_repo}: no architecture known; pass an HF repo id or a directory with "
+                         "config.json", param="model")
+    sweeps = load_sweeps(profile) if profile else []
+    cpu = gpu is not None and gpu.strip().lower() == "cpu"
+    setups = []
+    if cpu:
+        if not sweeps:
+            raise UsageError(f"{param('gpu', 'cpu')}: the CPU engine has no datasheet roofline; calibrate it with "
+                             "`llmctl bench --sweep 1,2,4,8 --duration 30 -o bench.json` and pass it as "
+                             f"{param('profile')}", param="gpu")
+        setups.append(_cpu_setup(arch, profile_obj.id, sweeps))
+    else:
+        mml = parse_flag("max_model_len", lambda v: spec.parse_max_model_len(v, arch=arch), max_model_len)
+        seqs = _positive("max_num_seqs", max_num_seqs)
+        names = [x.strip() for x in gpu.split(",") if x.strip()] if gpu and "," in gpu else [gpu]
+        for g in [g for name in names for g in gpu_types(name, None)]:
+            if not g.hbm_gb_s:
+                continue
+            tp_n = parse_flag("tp", lambda v: spec.parse_tp(v, arch=arch, gpu=g), tp)
+            choice = sizing.choose(arch, g, tp=tp_n, max_model_len=mml, dtype=str(dtype).lower(),
+                                   kv_cache_dtype=str(kv_cache_dtype).lower(), max_num_seqs=seqs)
+            sizes = [tp_n] if tp_n is not None else sizing.tp_sizes_on_node(arch, g, 1, False)
+            for t in sizes:
+                p = sizing.plan_for_gpu(arch, g, tp=t, max_model_len=choice.max_model_len, dtype=str(dtype).lower(),
+                                        kv_cache_dtype=str(kv_cache_dtype).lower(), max_num_seqs=seqs)
+                if p is None or not p.fits:
+                    continue
+                shape = shape_of(arch, p, name=profile_obj.id, tp=t)
+                if shape is None:
+                    continue
+                setups.append((g.name, t, shape, device_of(g, fp8=shape.fp8),
+                               Engine(p.max_num_seqs, p.max_num_batched_tokens, p.kv_cache_tokens)))
+    if not setups:
+        raise UsageError(f"no GPU setup starts this model here; lower {param('max_model_len')}, quantize ({param('dtype', 'fp8')}) "
+                         "or pick a larger GPU")
+    cal = None
+    if sweeps:
+        _, _, shape0, dev0, eng0 = setups[0]
+        cal = fit(sweeps, shape0, dev0, eng0)
+    rows = plan_capacity(setups, goal, isl=int(isl), osl=int(osl), rate=rate, prices=prices, cal=cal)
+    used = {r.gpu: ({"usd_per_hour": prices[r.gpu], "source": "given (--price)"} if r.gpu in given else
+                    {"usd_per_hour": PRICES[r.gpu].usd_per_hour, "date": PRICES[r.gpu].date, "source": PRICES[r.gpu].source})
+            for r in rows if r.gpu in prices}
+    return CapacityTable(profile_obj, goal, rate, int(isl), int(osl), rows, cal, used)

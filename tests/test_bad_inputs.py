@@ -77,7 +77,7 @@ FLAG_CASES = [
     ("zero-expected-tokens", ["-m", "qwen3-0.6b", "--gpu", "L4", "--expected-tokens", "0"],
      "error: --expected-tokens: expected tokens per request must be >= 1, got 0"),
     ("unknown-flag", ["-m", "qwen3-0.6b", "--gpu", "L4", "--bogus"],
-     "error: No such option: --bogus (Possible options: --gpu) (see 'llmctl gen-config --help')"),
+     "error: No such option: --bogus (Possible options: --gpu, --osl) (see 'llmctl gen-config --help')"),
 ]
 
 # `llmctl plan` takes the same bad values through the same parsers: the same

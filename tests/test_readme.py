@@ -45,7 +45,7 @@ def test_readme_gen_config_commands_run(capsys, tmp_path, monkeypatch):
 
 
 def test_readme_plan_example_is_current(capsys):
-    (args,) = _commands("plan")
+    (args,) = [c for c in _commands("plan") if "--slo" not in c]
     r = run_cli(capsys, *args)
     assert r.code == 0, r.err
     block = README.split("$ llmctl plan", 1)[1].split("```", 1)[0]
@@ -132,3 +132,24 @@ def test_readme_validate_examples_are_what_validate_prints(capsys, tmp_path, mon
             assert printed == shown.strip().splitlines(), "\n".join(printed)
             checked += 1
     assert checked == 3
+
+
+def test_readme_capacity_example_is_current(capsys, tmp_path, monkeypatch):
+    """The Capacity section's `plan --slo` table and its gen-config line are what llmctl prints today."""
+    (args,) = [c for c in _commands("plan") if "--slo" in c]
+    r = run_cli(capsys, *args)
+    assert r.code == 0, r.err
+    block = README.split("$ llmctl plan --model llama-3.1-8b-instruct --slo", 1)[1].split("```", 1)[0]
+
+    def rows(text):
+        return [[c for c in re.split(r"[\s│┃]+", ln) if c] for ln in text.splitlines() if re.match(r"^│ (L4|L40S|A100|H100)", ln)]
+
+    assert rows(block) and rows(block) == rows(r.out)
+    cheapest = [ln for ln in block.splitlines() if ln.startswith("cheapest:")]
+    assert cheapest and cheapest[0] in r.out
+    (gen,) = [c for c in _commands("gen-config") if "--slo" in c]
+    line = README.split("$ llmctl gen-config --model llama-3.1-8b-instruct --slo", 1)[1].split("```", 1)[0].strip().splitlines()[-1]
+    assert line.startswith("capacity (estimate):")
+    monkeypatch.chdir(tmp_path)
+    g = run_cli(capsys, *gen)
+    assert g.code == 0 and line in g.err, g.err

@@ -24,7 +24,7 @@ from llmctl.cli import validate as _validate  # noqa: E402,F401
 from llmctl.cli import plan as _plan  # noqa: E402,F401
 from llmctl.cli import up as _up, status as _status, logs as _logs, down as _down, tiny_model as _tiny  # noqa: E402,F401
 from llmctl.cli import check as _check  # noqa: E402,F401
-from llmctl.cli import bench as _bench  # noqa: E402,F401
+from llmctl.cli import bench as _bench, top as _top  # noqa: E402,F401
 from llmctl.cli import kuberay as _kuberay  # noqa: E402,F401
 from llmctl.cli import lora as _lora  # noqa: E402,F401
 

@@ -9,10 +9,12 @@ summary), 1 when every request failed, 2 for bad flags, 3 with no cluster,
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
-from typing import Optional
+from pathlib import Path
+from typing import Any, Optional
 
 import typer
 from typing_extensions import Annotated
@@ -20,7 +22,7 @@ from typing_extensions import Annotated
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
 from llmctl.cli.options import AddressOpt, JsonOpt
-from llmctl.errors import EXIT_FAILED, EXIT_INTERRUPTED
+from llmctl.errors import EXIT_FAILED, EXIT_INTERRUPTED, UsageError
 
 
 def _ms(v: Optional[float]) -> str:
@@ -78,9 +80,26 @@ def bench_cmd(
     url: Annotated[Optional[str], typer.Option("--url", metavar="URL", help="An OpenAI endpoint to load directly (http://host:port/v1), no cluster lookup.")] = None,
     address: AddressOpt = None,
     json_out: JsonOpt = False,
+    rate: Annotated[Optional[float], typer.Option("--rate", metavar="REQ_PER_S", help="Open loop: Poisson arrivals at this rate (--concurrency caps the requests in flight).")] = None,
+    sweep: Annotated[Optional[str], typer.Option("--sweep", metavar="STEPS", help="Steps held one after another for --duration each: concurrencies (1,2,4,8) or rates (rate=0.5,1,2). Records per step throughput, TTFT/ITL/latency percentiles, goodput under --slo.")] = None,
+    slo: Annotated[Optional[str], typer.Option("--slo", metavar="TARGETS", help="Latency targets, e.g. ttft_p95=500ms,itl_p95=40ms (itl: each request's mean time per output token). With --sweep: goodput per step and the highest rate within them.")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Write the run as JSON (a sweep: what `llmctl plan --profile` reads).")] = None,
+    report: Annotated[Optional[Path], typer.Option("--report", metavar="DIR", help="Write DIR/index.html (self-contained), PNG plots and DIR/benchmark_report.json (llm-d benchmark report v0.2).")] = None,
 ) -> None:
     """Load an app's OpenAI endpoint: req/s, tokens/s, TTFT and inter-token latency, and the replicas over time."""
     from llmctl.loadgen import bench
+
+    slo_obj = None
+    if slo:
+        from llmctl.perf.slo import parse_slo
+
+        slo_obj = parse_slo(slo)
+    if sweep:
+        _sweep_cmd(app_name, model, sweep, duration, slo_obj, prompt_tokens, max_tokens, concurrency, url, address,
+                   json_out, output, report)
+        return
+    if rate is not None and rate <= 0:
+        raise UsageError(f"--rate: must be a positive number of requests per second (got {rate:g})")
 
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -107,13 +126,30 @@ def bench_cmd(
     try:
         res = bench(app_name, model=model, url=url, address=address, concurrency=concurrency, requests=requests,
                     duration=duration, prompt_tokens=prompt_tokens, max_tokens=max_tokens, stream=not no_stream,
-                    stop=stop, on_progress=None if json_out else progress)
+                    stop=stop, on_progress=None if json_out else progress, rate=rate)
     finally:
         signal.signal(signal.SIGINT, previous)
         if live is not None:
             live.stop()
+    data = res.to_json()
+    if slo_obj is not None:
+        from llmctl.perf.sweep import goodput
+
+        data["slo"] = slo_obj.to_json()
+        data["slo_met"] = slo_obj.met(data["summary"])
+        data["goodput"] = goodput(res.requests_json(), slo_obj, res.seconds)
+    if output is not None:
+        _write_json(output, {**data, "requests": res.requests_json()})
+    if report is not None:
+        from llmctl.perf.report import write_report
+        from llmctl.perf.sweep import provenance
+
+        single = _as_sweep(data, res)
+        single["provenance"] = provenance(*_dashboard_app(app_name, url, address))
+        written = write_report(single, report)
+        err.print(f"report: {written['index']}", markup=False, highlight=False)
     if json_out:
-        print_json(res.to_json())
+        print_json(data)
     else:
         s = res.settings
         head = (f"{s.model} at {s.url}: {s.concurrency} concurrent, {s.prompt_tokens} prompt / {s.max_tokens} output tokens"
@@ -128,3 +164,95 @@ def bench_cmd(
     if res.done == 0:
         # Ctrl-C before any request finished measured nothing but broke nothing either.
         raise typer.Exit(EXIT_INTERRUPTED if res.interrupted and res.failed == 0 else EXIT_FAILED)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    err.print(f"wrote {path}", markup=False, highlight=False)
+
+
+def _dashboard_app(app_name, url, address):
+    if url:
+        return None, None
+    try:
+        from llmctl.loadgen import resolve_endpoint
+
+        _, _, dashboard, app = resolve_endpoint(app_name, None, None, address)
+        return dashboard, app
+    except Exception:  # noqa: BLE001 - provenance is optional
+        return None, None
+
+
+def _as_sweep(data: dict, res) -> dict:
+    """A single run in the shape of a one-step sweep (for the report)."""
+    s = data["settings"]
+    step = {"index": 0, "mode": "rate" if s.get("rate") else "concurrency", "value": s.get("rate") or s["concurrency"],
+            "concurrency": s["concurrency"], "rate": s.get("rate"), "t0": 0.0, "summary": data["summary"],
+            "requests": res.requests_json(), **({"goodput": data["goodput"], "slo_met": data["slo_met"]} if "goodput" in data else {})}
+    return {"kind": "llmctl-bench-sweep", "version": 1,
+            "settings": {"url": s["url"], "model": s["model"], "mode": step["mode"], "values": [step["value"]],
+                         "duration_s": res.seconds, "prompt_tokens": s["prompt_tokens"], "max_tokens": s["max_tokens"]},
+            "started": time.time() - res.seconds, "ended": time.time(), "interrupted": res.interrupted,
+            "slo": data.get("slo"), "steps": [step], "replicas": data["replicas"], "inflight": data["inflight"]}
+
+
+def _step_line(i: int, res) -> str:
+    s = res.summary()
+    t = s["tpot_s"]
+    return (f"step {i + 1}: {res.settings.rate or res.settings.concurrency:g} {'req/s' if res.settings.rate else 'concurrent'}: "
+            f"{s['req_per_s']:.2f} req/s · {s['output_tokens_per_s']:.1f} tok/s · TTFT p95 {_ms(s['ttft_s']['p95'])} · "
+            f"ITL p95 {_ms(t['p95'])}" + (f" · busy cores {s['busy_cores']:.2f}" if s.get("busy_cores") is not None else ""))
+
+
+def _sweep_cmd(app_name, model, sweep_text, duration, slo_obj, prompt_tokens, max_tokens, concurrency, url, address,
+               json_out, output, report) -> None:
+    from rich.table import Table
+
+    from llmctl.loadgen import sweep
+    from llmctl.perf.slo import parse_sweep
+
+    steps = parse_sweep(sweep_text)
+    if duration is None:
+        raise UsageError("--duration: a sweep holds each step for --duration seconds; pass it (e.g. --duration 30)")
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        data = sweep(app_name, steps=steps, duration=duration, slo=slo_obj, model=model, url=url, address=address,
+                     prompt_tokens=prompt_tokens, max_tokens=max_tokens, max_concurrency=max(concurrency, 1),
+                     stop=stop, on_step=None if json_out else (lambda i, r: err.print(_step_line(i, r), markup=False, highlight=False)))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if output is not None:
+        _write_json(output, data)
+    if report is not None:
+        from llmctl.perf.report import write_report
+
+        written = write_report(data, report)
+        err.print(f"report: {written['index']}", markup=False, highlight=False)
+    if json_out:
+        print_json(data)
+        return
+    s = data["settings"]
+    t = Table(title=f"{s['model']} at {s['url']}: sweep of {s['mode']}, {s['duration_s']:g} s each, "
+                    f"{s['prompt_tokens']} prompt / {s['max_tokens']} output tokens", title_justify="left")
+    cols = ["step", "req/s", "tok/s", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95", "latency p95", "failed"]
+    if slo_obj is not None:
+        cols += ["goodput req/s", "SLO"]
+    for c in cols:
+        t.add_column(c, justify="right")
+    for st in data["steps"]:
+        m = st["summary"]
+        row = [f"{st['value']:g}" + (" req/s" if st["mode"] == "rate" else ""), f"{m['req_per_s']:.2f}", f"{m['output_tokens_per_s']:.1f}",
+               _ms(m["ttft_s"]["p50"]), _ms(m["ttft_s"]["p95"]), _ms(m["tpot_s"]["p50"]), _ms(m["tpot_s"]["p95"]),
+               _ms(m["latency_s"]["p95"]), str(m["failed"])]
+        if slo_obj is not None:
+            row += [f"{st['goodput']['req_per_s']:.2f}", "✓" if st["slo_met"] else "✗"]
+        t.add_row(*row)
+    out.print(t)
+    if slo_obj is not None:
+        mr = data["max_rate_within_slo"]
+        out.print(f"highest rate within {slo_obj.text()}: " + (f"{mr['req_per_s']:.2f} req/s" + (" (interpolated between steps)" if mr["interpolated"] else "")
+                  if mr["req_per_s"] is not None else "none (the first step already missed a target)"), markup=False)
+    if output is not None:
+        out.print(f"Next: llmctl plan --model MODEL --gpu GPU --profile {output} --slo {slo_obj.text() if slo_obj else 'ttft_p95=500ms,itl_p95=40ms'}", markup=False)

@@ -60,6 +60,12 @@ def gen_config_cmd(
     node_selector: NodeSelectorOpt = "none",
     image: ImageOpt = None,
     upgrade_strategy: UpgradeStrategyOpt = "NewCluster",
+    slo: Annotated[Optional[str], typer.Option("--slo", metavar="TARGETS", help="Size for latency targets (ttft_p95=500ms,itl_p95=40ms): TP, GPU (when not given), replica bounds and ongoing-request targets from `llmctl plan --slo`'s cheapest setup.")] = None,
+    rate: Annotated[Optional[float], typer.Option("--rate", metavar="REQ_PER_S", help="With --slo: the request rate to serve (sets --max-replicas).")] = None,
+    isl: Annotated[int, typer.Option("--isl", metavar="TOKENS", help="With --slo: prompt tokens per request.")] = 1000,
+    osl: Annotated[int, typer.Option("--osl", metavar="TOKENS", help="With --slo: output tokens per request.")] = 200,
+    price: Annotated[Optional[str], typer.Option("--price", metavar="GPU=USD,...", help="With --slo: USD per GPU-hour (default: llmctl's dated table).")] = None,
+    profile: Annotated[Optional[list[Path]], typer.Option("--profile", metavar="FILE", help="With --slo: `bench --sweep -o` files to calibrate on (needed for --gpu cpu).")] = None,
     output_dir: OutputDirOpt = Path("."),
     yes: YesOpt = False,
     force: ForceOpt = False,
@@ -87,6 +93,10 @@ def gen_config_cmd(
         tool_calling=tool_calling, reasoning=reasoning, inputs=inputs,
         app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port,
     )
+    if slo is not None:
+        _apply_slo(flags, slo=slo, rate=rate, isl=isl, osl=osl, price=price, profile=profile)
+    elif rate is not None or price is not None or profile:
+        raise UsageError("--rate, --price and --profile size for a latency goal: add --slo (e.g. --slo ttft_p95=500ms,itl_p95=40ms)")
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     if len(flags.model_ids) > 1 and len(flags.model_ids) != len(flags.models):
         raise UsageError(f"--model-id given {len(flags.model_ids)} times for {len(flags.models)} models; give it once per --model")
@@ -155,3 +165,34 @@ def _summary(spec) -> None:
     for r in rows:
         for reason in r["reasons"]:
             out.print(f"  {r['model_id']}: {reason}", markup=False)
+
+
+def _apply_slo(flags, *, slo, rate, isl, osl, price, profile) -> None:
+    """Fill the answers `plan --slo` decides (what the user gave stays)."""
+    from llmctl.errors import UsageError
+    from llmctl.perf.capacity import BOUND_TEXT
+    from llmctl.planner import capacity
+
+    if len(flags.models) != 1:
+        raise UsageError("--slo: give exactly one --model (the capacity plan is per model)")
+    if len(flags.gpus) > 1 or len(flags.tps) > 1:
+        raise UsageError("--slo: give --gpu and --tp at most once")
+    table = capacity(flags.models[0], slo=slo, rate=rate, isl=isl, osl=osl, gpu=flags.gpus[0] if flags.gpus else None,
+                     tp=flags.tps[0] if flags.tps else None, price=price, profile=[str(p) for p in profile or []],
+                     max_model_len=flags.max_model_lens[0] if flags.max_model_lens else None)
+    meets = [r for r in table.rows if r.meets]
+    best = table.cheapest or (min(meets, key=lambda r: ((r.replicas or 1) * r.tp, -r.max_rate)) if meets else None)
+    if best is None:
+        raise UsageError(f"--slo: no setup meets {table.slo.text()}" + (f" at {rate:g} req/s" if rate else "")
+                         + " (see `llmctl plan --slo`); relax the targets or pass --tp / --gpu")
+    flags.gpus = flags.gpus or [best.gpu]
+    flags.tps = flags.tps or [str(best.tp)]
+    flags.min_replicas = flags.min_replicas or ["1"]
+    flags.max_replicas = flags.max_replicas or [str(max(best.replicas or 1, int(flags.min_replicas[0])))]
+    flags.max_ongoing_requests = flags.max_ongoing_requests or [str(best.max_ongoing_requests)]
+    flags.target_ongoing_requests = flags.target_ongoing_requests or [str(best.target_ongoing_requests)]
+    warn_text = (f"capacity (estimate): {best.gpu} TP {best.tp}: {best.max_rate:.2f} req/s per replica within "
+                 f"{table.slo.text()} at {best.max_ongoing_requests} concurrent requests ({BOUND_TEXT.get(best.bound, best.bound)})"
+                 + (f"; {best.replicas} replica(s) for {rate:g} req/s" if rate else "")
+                 + (f", ${best.usd_per_hour:.2f}/hour" if best.usd_per_hour is not None else ""))
+    err.print(warn_text, markup=False, highlight=False)

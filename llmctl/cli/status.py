@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from typing import Optional
+
 import typer
 from typing_extensions import Annotated
 
@@ -10,7 +13,7 @@ from llmctl.cli.console import out, print_json
 from llmctl.cli.options import AddressOpt, JsonOpt
 from llmctl.errors import EXIT_FAILED, EXIT_OK
 
-from llmctl.cli.views import replicas_text
+from llmctl.cli.views import engines_table, replicas_text
 
 def _status_table(rep):
     from rich.console import Group
@@ -70,11 +73,23 @@ def status_cmd(
     address: AddressOpt = None,
     json_out: JsonOpt = False,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh every 2 s until Ctrl-C.")] = False,
+    metrics: Annotated[bool, typer.Option("--metrics", help="Also each replica's vLLM engine: running and waiting requests, KV-cache usage, generation tokens/s, TTFT (from Ray's Prometheus endpoint; two scrapes 2 s apart).")] = False,
+    metrics_url: Annotated[Optional[str], typer.Option("--metrics-url", metavar="URL", help="Ray's metrics endpoint of the node running the replicas (default: the local head's).")] = None,
 ) -> None:
     """Applications on the cluster: status, route, models, replicas, endpoint. Exit 0 if all RUNNING, 1 if not, 3 if no cluster."""
     from llmctl import launch
 
     rep = launch.status(address)
+    if metrics or metrics_url:
+        from llmctl.launch.metrics import engine_metrics
+
+        url, engines = engine_metrics(address, metrics_url, interval=2.0)
+        if json_out:
+            print_json({**rep.to_json(), "metrics_url": url, "engines": [e.to_json() for e in engines]})
+        else:
+            out.print(_status_table(rep))
+            out.print(engines_table(engines, url))
+        raise typer.Exit(EXIT_OK if rep.all_running else EXIT_FAILED)
     if watch:
         rep = _watch(address, rep, json_out)
     elif json_out:

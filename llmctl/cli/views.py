@@ -185,3 +185,25 @@ def follow_logs(target, app_name: Optional[str], lines: int) -> None:
             gen.close()
         err.print("stopped following; the app is still running", markup=False)
 
+
+
+def engines_table(engines, url: str):
+    """Each replica's vLLM engine (llmctl.perf.metrics.EngineStats)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if not engines:
+        return Text(f"engines: no vLLM metrics at {url} yet (an engine reports after it starts; "
+                    "log_engine_metrics must not be false)")
+    t = Table(title=f"engines (vLLM metrics from {url})", title_justify="left")
+    for col in ("replica", "model", "running", "waiting", "KV cache", "gen tok/s", "TTFT mean", "ITL mean", "requests"):
+        t.add_column(col, justify="left" if col in ("replica", "model") else "right")
+
+    def ms(v):
+        return "-" if v is None else f"{v * 1000:.0f} ms" if v >= 0.01 else f"{v * 1000:.1f} ms"
+
+    for e in engines:
+        t.add_row(e.replica, e.model, f"{e.running:g}", f"{e.waiting:g}", f"{e.kv_usage * 100:.1f}%",
+                  "-" if e.generation_tokens_per_s is None else f"{e.generation_tokens_per_s:.1f}",
+                  ms(e.ttft_mean_s), ms(e.itl_mean_s), f"{e.requests_done:g}")
+    return t

@@ -1,0 +1,82 @@
+"""Where a cluster's engine metrics are: Ray's Prometheus endpoint.
+
+Every Ray node exports its processes' metrics (vLLM's among them, through
+Ray Serve LLM) on its ``--metrics-export-port``. For the local head llmctl
+started, the port is in its state file; for another cluster the user names
+the endpoint (``metrics_url``): Ray's REST API does not publish it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional
+
+from llmctl.errors import ClusterUnreachable, UsageError
+from llmctl.launch import address as _address
+
+
+def metrics_url(address: Optional[str] = None, metrics_url: Optional[str] = None) -> str:
+    if metrics_url:
+        return metrics_url
+    target = _address.resolve_target(address)
+    if target.local is None:
+        raise UsageError("engine metrics of a cluster llmctl did not start: pass the metrics endpoint of the node "
+                         "running the replicas (http://NODE:METRICS_EXPORT_PORT/metrics)")
+    port = target.local.ports.get("metrics_export")
+    if not port:
+        raise UsageError("the local head's state has no metrics export port (started by an older llmctl); restart it")
+    return f"http://127.0.0.1:{port}/metrics"
+
+
+def engine_metrics(address: Optional[str] = None, metrics_url_: Optional[str] = None, *, interval: float = 0.0,
+                   reader=None):
+    """Per replica: running and waiting requests, KV-cache usage, and (with
+    ``interval`` > 0: two scrapes that far apart) generation tokens/s and the
+    TTFT of the requests in between. Returns (url, [EngineStats])."""
+    import httpx
+
+    from llmctl.perf.metrics import MetricsReader
+
+    url = metrics_url(address, metrics_url_)
+    reader = reader or MetricsReader(url)
+    try:
+        if interval > 0 and reader.last is None:
+            reader.read()
+            time.sleep(interval)
+        return url, reader.read()
+    except httpx.HTTPError as e:
+        raise ClusterUnreachable(f"no metrics at {url} ({type(e).__name__})") from None
+
+
+def local_cpu_seconds(dashboard_url: Optional[str] = None) -> Optional[Callable[[], float]]:
+    """CPU seconds used so far by the local Ray head llmctl started (every
+    process of it: raylet, workers, Serve replicas) and this process, or None
+    (no local head, or psutil missing): a sweep step's busy cores on a
+    shared machine, whatever else runs there."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    from llmctl.launch.cluster import running_state
+
+    state = running_state()
+    if state is None or (dashboard_url and dashboard_url.rstrip("/") != state.dashboard_url.rstrip("/")):
+        return None
+
+    def total() -> float:
+        procs = [psutil.Process()]
+        try:
+            head = psutil.Process(state.pid)
+            procs += [head, *head.children(recursive=True)]
+        except psutil.Error:
+            pass
+        secs = 0.0
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                secs += t.user + t.system
+            except psutil.Error:
+                continue
+        return secs
+
+    return total

@@ -1,0 +1,272 @@
+"""Fit the roofline's efficiencies to a measurement (``bench --sweep -o``).
+
+Per sweep step (one replica count, closed-loop concurrency), what was
+measured gives, per replica: the rate X, the mean inter-token time (TPOT) and
+TTFT, the prompt length. Little's law turns them into what each engine step
+held: B = X·(osl−1)·TPOT sequences decoding and P = X·isl·TPOT prompt tokens.
+Then, by non-negative least squares:
+
+- TPOT = t_0 + B·t_seq + P·t_tok (+ the roofline terms scaled by 1/η_mem or
+  1/η_flop, when the device has a datasheet roofline: a GPU);
+- TTFT − (its own prefill step) = t_request + (ttft_steps − 1)·TPOT;
+- p95 / mean of TTFT and of TPOT: the median ratio over the steps.
+
+A sweep with more than one replica (all on one host) fits one more number:
+how much the replicas slow each other down (``replica_stretch[R]``, every
+time of the model × that factor, per replica concurrency N/R). On GPUs each
+replica has its own GPUs and the factor is 1; on this project's 2-core CPU
+machine the replicas, the Serve proxy, the ingress and the load generator
+share the same cores, and a 1-replica sweep cannot know how much.
+
+What a CPU calibration means: the tiny model's weights (0.7 MB) and FLOPs
+are too small for any roofline term to matter, so the fit measures vLLM's
+and Ray Serve's overheads per step, per sequence, per prompt token and per
+request on this CPU — a model of *this* deployment, not of a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from llmctl.errors import UsageError
+from llmctl.perf.roofline import Device, Efficiency, Engine, ModelShape, predict, step_time
+
+
+@dataclass
+class Calibration:
+    efficiency: Efficiency
+    device: str  # what was measured: "cpu" or a GPU name
+    replica_stretch: dict[int, float] = field(default_factory=lambda: {1: 1.0})
+    fit: list[dict[str, Any]] = field(default_factory=list)  # per step: measured vs fitted
+    sources: list[str] = field(default_factory=list)
+    shared_host: bool = False
+
+    def stretch(self, replicas: int) -> float:
+        """The slowdown of R replicas sharing the measured host (linear beyond what was measured)."""
+        if replicas in self.replica_stretch:
+            return self.replica_stretch[replicas]
+        known = sorted(self.replica_stretch)
+        if not self.shared_host or len(known) < 2:
+            return 1.0
+        r0, r1 = known[-2], known[-1]
+        slope = (self.replica_stretch[r1] - self.replica_stretch[r0]) / (r1 - r0)
+        return max(1.0, self.replica_stretch[r1] + slope * (replicas - r1))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"device": self.device, "efficiency": self.efficiency.to_json(), "shared_host": self.shared_host,
+                "replica_stretch": {str(k): v for k, v in self.replica_stretch.items()}, "fit": self.fit,
+                "sources": self.sources}
+
+
+def load_sweeps(paths: Sequence[Path | str]) -> list[dict]:
+    out = []
+    for p in paths:
+        try:
+            data = json.loads(Path(p).read_text())
+        except (OSError, ValueError) as e:
+            raise UsageError(f"profile: {p}: cannot read it as JSON ({e})") from None
+        items = data if isinstance(data, list) else [data]
+        for d in items:
+            if not isinstance(d, dict) or d.get("kind") != "llmctl-bench-sweep" or not d.get("steps"):
+                raise UsageError(f"profile: {p}: not the JSON of `llmctl bench --sweep ... -o FILE`")
+            d.setdefault("_path", str(p))
+            out.append(d)
+    return out
+
+
+def replicas_of(sweep: dict) -> int:
+    runs = [p["running"] for dep, pts in (sweep.get("replicas") or {}).items() if dep.startswith("LLMServer") for p in pts]
+    if runs:
+        return max(1, round(statistics.median(runs)))
+    cfg = ((sweep.get("provenance") or {}).get("serve_config") or {})
+    try:
+        auto = cfg["args"]["llm_configs"][0]["deployment_config"]["autoscaling_config"]
+        return int(auto.get("min_replicas") or 1)
+    except (KeyError, IndexError, TypeError):
+        return 1
+
+
+def device_of_sweep(sweep: dict) -> str:
+    cfg = ((sweep.get("provenance") or {}).get("serve_config") or {})
+    try:
+        return cfg["args"]["llm_configs"][0].get("accelerator_type") or "cpu"
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return "cpu"
+
+
+def engine_kwargs_of(sweep: dict) -> dict:
+    cfg = ((sweep.get("provenance") or {}).get("serve_config") or {})
+    try:
+        return dict(cfg["args"]["llm_configs"][0].get("engine_kwargs") or {})
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return {}
+
+
+def nnls(rows: list[list[float]], y: list[float], iters: int = 4000) -> list[float]:
+    """Non-negative least squares by cyclic coordinate descent on scaled columns (a handful of unknowns)."""
+    n = len(rows[0]) if rows else 0
+    scale = [math.sqrt(sum(r[j] ** 2 for r in rows)) or 1.0 for j in range(n)]
+    a = [[r[j] / scale[j] for j in range(n)] for r in rows]
+    x = [0.0] * n
+    resid = list(y)
+    for _ in range(iters):
+        moved = 0.0
+        for j in range(n):
+            g = sum(a[i][j] * resid[i] for i in range(len(a)))
+            new = max(0.0, x[j] + g)  # columns have unit norm
+            d = new - x[j]
+            if d:
+                for i in range(len(a)):
+                    resid[i] -= a[i][j] * d
+                x[j] = new
+                moved = max(moved, abs(d))
+        if moved < 1e-12:
+            break
+    return [x[j] / scale[j] for j in range(n)]
+
+
+def _steps(sweep: dict, replicas: int) -> list[dict]:
+    s = sweep["settings"]
+    out = []
+    for st in sweep["steps"]:
+        m = st["summary"]
+        if not m.get("done") or st.get("mode") != "concurrency" or m["tpot_s"].get("mean") is None:
+            continue
+        out.append({"n": st["concurrency"] / replicas, "x": m["req_per_s"] / replicas, "itl": m["tpot_s"]["mean"],
+                    "itl_p95": m["tpot_s"]["p95"], "ttft": m["ttft_s"]["mean"], "ttft_p95": m["ttft_s"]["p95"],
+                    "isl": m.get("prompt_tokens_mean") or s["prompt_tokens"], "osl": s["max_tokens"], "value": st["value"]})
+    return out
+
+
+def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
+        base: Optional[Efficiency] = None) -> Calibration:
+    """Fit an Efficiency to the sweeps' 1-replica steps (the lowest replica
+    count measured), then a stretch factor per other replica count."""
+    base = base or Efficiency()
+    if not dev.known:  # a CPU: the request path's costs are in the fitted TTFT terms, no separate frontend cap
+        base = replace(base, frontend_s=0.0, compute_half_tokens=0.0)
+    by_r: dict[int, list[dict]] = {}
+    for sw in sweeps:
+        by_r.setdefault(replicas_of(sw), []).extend(_steps(sw, replicas_of(sw)))
+    if not by_r or not any(by_r.values()):
+        raise UsageError("profile: no concurrency step with finished streaming requests to fit (run bench --sweep 1,2,4,8)")
+    r1 = min(r for r, v in by_r.items() if v)
+    pts = by_r[r1]
+    if len(pts) < 2:
+        raise UsageError("profile: at least two concurrency steps are needed to fit (e.g. --sweep 1,4,16)")
+    roof = dev.known
+    rows, y = [], []
+    for p in pts:
+        b, pr = p["x"] * (p["osl"] - 1) * p["itl"], p["x"] * p["isl"] * p["itl"]
+        row = [1.0, b, pr]
+        if roof:
+            st = step_time(shape, dev, replace(base, mem=1.0, compute=1.0, step_s=0, seq_s=0, token_s=0),
+                           decode=b, prompt_tokens=pr, context=p["isl"] + p["osl"] / 2)
+            row += [st.mem_s if st.mem_s >= st.compute_s else 0.0, st.compute_s if st.compute_s > st.mem_s else 0.0]
+        rows.append([v / p["itl"] for v in row])  # relative errors: every step counts alike
+        y.append(1.0)
+    coef = nnls(rows, y)
+    eff = replace(base, step_s=coef[0], seq_s=coef[1], token_s=coef[2], source="fitted")
+    if roof:
+        eff = replace(eff, mem=1 / coef[3] if coef[3] > 0 else base.mem, compute=1 / coef[4] if coef[4] > 0 else base.compute)
+    eff = _fit_ttft_and_frontend(pts, shape, dev, eff, engine)
+    cal = Calibration(eff, device_of_sweep(sweeps[0]), {r1: 1.0}, sources=[sw.get("_path", "?") for sw in sweeps],
+                      shared_host=not roof)
+    for r, rpts in sorted(by_r.items()):
+        if r == r1 or not rpts:
+            continue
+        cal.replica_stretch[r] = _fit_stretch(rpts, shape, dev, eff, engine)
+    for r, rpts in sorted(by_r.items()):
+        k = cal.replica_stretch.get(r, 1.0)
+        for p in rpts:
+            pr = predict(shape, dev, stretched(eff, k), engine, concurrency=p["n"], isl=round(p["isl"]), osl=p["osl"])
+            cal.fit.append({"replicas": r, "concurrency": p["value"], "rate": p["x"] * r, "rate_fit": pr.rate * r,
+                            "itl_p95": p["itl_p95"], "itl_p95_fit": pr.itl_p95_s, "ttft_p95": p["ttft_p95"],
+                            "ttft_p95_fit": pr.ttft_p95_s})
+    return cal
+
+
+def _geomean(values) -> float:
+    vals = [v for v in values if v > 0]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else 1.0
+
+
+def _fit_ttft(pts: list[dict], shape, dev, eff: Efficiency) -> Efficiency:
+    """TTFT − (the request's own prefill step) = t_request + (ttft_steps − 1)·TPOT, relative errors."""
+    rows, y = [], []
+    for p in pts:
+        b = p["x"] * (p["osl"] - 1) * p["itl"]
+        pf = step_time(shape, dev, eff, decode=b, prompt_tokens=p["isl"], context=p["isl"] + p["osl"] / 2).seconds
+        rest = max(1e-6, p["ttft"] - pf)
+        rows.append([1.0 / rest, p["itl"] / rest])
+        y.append(1.0)
+    tc = nnls(rows, y)
+    return replace(eff, request_s=tc[0], ttft_steps=1.0 + tc[1])
+
+
+def _fit_ttft_and_frontend(pts: list[dict], shape, dev, eff: Efficiency, engine) -> Efficiency:
+    """The TTFT terms, and the serial per-request cost in front of the engine
+    (``frontend_s``: Serve's proxy and ingress, the API server) that makes the
+    rate level off while TTFT keeps growing: the candidate whose fitted model
+    reproduces the measured rates and TTFTs best (TTFT terms fitted on the
+    steps that candidate does not saturate)."""
+    xmax = max(p["x"] for p in pts)
+    eff = replace(eff, ttft_p95_ratio=_geomean(p["ttft_p95"] / p["ttft"] for p in pts if p["ttft"]),
+                  itl_p95_ratio=_geomean(p["itl_p95"] / p["itl"] for p in pts if p["itl"]))
+    best = None
+    for k in (0.0, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2):
+        s = k / xmax
+        free = [p for p in pts if not s or p["x"] < 0.9 / s] or pts
+        e = _fit_ttft(free if len(free) >= 2 else pts, shape, dev, replace(eff, frontend_s=s))
+        err = 0.0
+        for p in pts:
+            pr = predict(shape, dev, e, engine, concurrency=p["n"], isl=round(p["isl"]), osl=p["osl"])
+            err += math.log(pr.rate / p["x"]) ** 2 + math.log(max(pr.ttft_s, 1e-9) / p["ttft"]) ** 2
+        if best is None or err < best[0]:
+            best = (err, e)
+    return best[1]
+
+
+def stretched(eff: Efficiency, k: float) -> Efficiency:
+    """Every time of the model × k (replicas sharing a host's cores)."""
+    if k == 1.0:
+        return eff
+    return replace(eff, mem=eff.mem / k, compute=eff.compute / k, step_s=eff.step_s * k, seq_s=eff.seq_s * k,
+                   token_s=eff.token_s * k, request_s=eff.request_s * k, frontend_s=eff.frontend_s * k)
+
+
+def _fit_stretch(pts: list[dict], shape, dev, eff, engine) -> float:
+    def err(k: float) -> float:
+        e = 0.0
+        for p in pts:
+            pr = predict(shape, dev, stretched(eff, k), engine, concurrency=p["n"], isl=round(p["isl"]), osl=p["osl"])
+            for a, b in ((pr.rate, p["x"]), (pr.itl_s, p["itl"]), (pr.ttft_s, p["ttft"])):
+                if a > 0 and b > 0:
+                    e += math.log(a / b) ** 2
+        return e
+
+    lo, hi = 0.5, 8.0  # golden-section search on log k
+    import math as _m
+
+    a, b = _m.log(lo), _m.log(hi)
+    g = (5 ** 0.5 - 1) / 2
+    c, d = b - g * (b - a), a + g * (b - a)
+    for _ in range(40):
+        if err(_m.exp(c)) < err(_m.exp(d)):
+            b = d
+        else:
+            a = c
+        c, d = b - g * (b - a), a + g * (b - a)
+    return round(_m.exp((a + b) / 2), 4)
+
+
+def calibration_json(cal: Calibration) -> str:
+    return json.dumps(cal.to_json(), indent=1)
+
+
+__all__ = ["Calibration", "fit", "load_sweeps", "nnls", "replicas_of", "engine_kwargs_of", "stretched", "asdict"]

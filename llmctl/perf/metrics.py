@@ -1,0 +1,156 @@
+"""What each vLLM engine reports, read from Ray's Prometheus endpoint.
+
+Ray Serve LLM (``log_engine_metrics: true``, its default) hands vLLM's
+metrics to Ray's metrics agent (``vllm.v1.metrics.ray_wrappers.
+RayPrometheusStatLogger``), which exports them on every node's
+``--metrics-export-port`` as ``ray_vllm_*`` series labelled with the Serve
+``ReplicaId`` and ``model_name``. Ray's dashboard does not show them
+(ray-project/ray#59071); llmctl reads them directly: gauges (running and
+waiting requests, KV-cache usage) as they are, counters and histograms
+(generation tokens, TTFT) as rates between two scrapes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import httpx
+
+_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+PREFIXES = ("ray_vllm_", "vllm_", "ray_vllm:", "vllm:")
+
+
+def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of each sample of a Prometheus text exposition."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _LINE.match(line)
+        if not m:
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        out.append((m.group(1), dict(_LABEL.findall(m.group(2) or "")), value))
+    return out
+
+
+def _short(name: str) -> Optional[str]:
+    for p in PREFIXES:
+        if name.startswith(p):
+            return name[len(p):]
+    return None
+
+
+@dataclass
+class EngineSample:
+    """One scrape of one replica's engine."""
+
+    replica: str
+    model: str
+    t: float
+    running: float = 0.0
+    waiting: float = 0.0
+    kv_usage: float = 0.0  # 0..1
+    generation_tokens: float = 0.0  # counters since the engine started
+    prompt_tokens: float = 0.0
+    ttft_sum: float = 0.0
+    ttft_count: float = 0.0
+    itl_sum: float = 0.0
+    itl_count: float = 0.0
+    preemptions: float = 0.0
+    live: bool = False  # reported a gauge: an engine that runs (Ray keeps a stopped replica's counters)
+
+
+@dataclass
+class EngineStats:
+    """One replica's engine now, with rates over the last interval."""
+
+    replica: str
+    model: str
+    running: float
+    waiting: float
+    kv_usage: float
+    generation_tokens_per_s: Optional[float] = None
+    prompt_tokens_per_s: Optional[float] = None
+    ttft_mean_s: Optional[float] = None  # over the interval (since start when there is one scrape)
+    itl_mean_s: Optional[float] = None
+    requests_done: float = 0.0
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+_GAUGES = {"num_requests_running": "running", "num_requests_waiting": "waiting", "kv_cache_usage_perc": "kv_usage",
+           "gpu_cache_usage_perc": "kv_usage"}
+_COUNTERS = {"generation_tokens_total": "generation_tokens", "prompt_tokens_total": "prompt_tokens",
+             "time_to_first_token_seconds_sum": "ttft_sum", "time_to_first_token_seconds_count": "ttft_count",
+             "inter_token_latency_seconds_sum": "itl_sum", "inter_token_latency_seconds_count": "itl_count",
+             "num_preemptions_total": "preemptions"}
+
+
+def samples_of(text: str, t: Optional[float] = None) -> dict[str, EngineSample]:
+    """Per replica (Serve ReplicaId; the worker id when there is none)."""
+    t = time.monotonic() if t is None else t
+    out: dict[str, EngineSample] = {}
+    for name, labels, value in parse_prometheus(text):
+        short = _short(name)
+        if short is None or (short not in _GAUGES and short not in _COUNTERS):
+            continue
+        if math.isnan(value):
+            continue
+        rid = labels.get("ReplicaId") or labels.get("WorkerId", "")[:8] or "engine"
+        s = out.setdefault(rid, EngineSample(rid, labels.get("model_name", ""), t))
+        attr = _GAUGES.get(short) or _COUNTERS[short]
+        setattr(s, attr, getattr(s, attr) + value)  # sums over engines of one replica (data parallel)
+        s.live = s.live or short in _GAUGES
+    return out
+
+
+def stats_of(now: dict[str, EngineSample], before: Optional[dict[str, EngineSample]] = None) -> list[EngineStats]:
+    out = []
+    for rid, s in sorted(now.items()):
+        if not s.live:
+            continue
+        b = (before or {}).get(rid)
+        st = EngineStats(rid, s.model, s.running, s.waiting, s.kv_usage, requests_done=s.ttft_count)
+        dt = s.t - b.t if b else 0.0
+        if b and dt > 0:
+            st.generation_tokens_per_s = max(0.0, s.generation_tokens - b.generation_tokens) / dt
+            st.prompt_tokens_per_s = max(0.0, s.prompt_tokens - b.prompt_tokens) / dt
+            n = s.ttft_count - b.ttft_count
+            st.ttft_mean_s = (s.ttft_sum - b.ttft_sum) / n if n > 0 else None
+            n = s.itl_count - b.itl_count
+            st.itl_mean_s = (s.itl_sum - b.itl_sum) / n if n > 0 else None
+        else:
+            st.ttft_mean_s = s.ttft_sum / s.ttft_count if s.ttft_count else None
+            st.itl_mean_s = s.itl_sum / s.itl_count if s.itl_count else None
+        out.append(st)
+    return out
+
+
+class MetricsReader:
+    """Scrapes an endpoint (http://HOST:PORT/metrics) and keeps the last scrape for rates."""
+
+    def __init__(self, url: str, timeout: float = 5.0):
+        self.url = url if url.rstrip("/").endswith("/metrics") else url.rstrip("/") + "/metrics"
+        self.timeout = timeout
+        self.last: Optional[dict[str, EngineSample]] = None
+
+    def scrape(self) -> dict[str, EngineSample]:
+        r = httpx.get(self.url, timeout=self.timeout, trust_env=False)
+        r.raise_for_status()
+        return samples_of(r.text)
+
+    def read(self) -> list[EngineStats]:
+        now = self.scrape()
+        out = stats_of(now, self.last)
+        self.last = now
+        return out

@@ -1,0 +1,127 @@
+"""Issue 24 end to end, on the session's private Ray head with the tiny model
+on vLLM's CPU build: `status --metrics` shows each engine's KV usage and
+running requests while `bench` loads it; `bench --sweep --slo -o --report`
+writes a sweep that `plan --gpu cpu --profile` calibrates on and a report
+whose JSON validates; and a SHORT run of bench/capacity.py (1 replica, 4 s
+steps) produces its rows. Structure and relations only: no timing is asserted
+(speed goals live in bench/)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import Proc
+from test_launch import llmctl
+
+pytestmark = [pytest.mark.cluster, pytest.mark.engine]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def cap_app(ray_head, tiny_model, tmp_path_factory):
+    out = tmp_path_factory.mktemp("cap")
+    env = {"LLMCTL_HOME": str(ray_head.home)}
+    r = llmctl("gen-config", "--model", tiny_model, "--model-id", "tiny-cap", "--gpu", "cpu", "--min-replicas", "1",
+               "--max-replicas", "1", "--max-ongoing-requests", "32", "--app-name", "cap_app", "--route-prefix", "/cap",
+               "--yes", "-o", out, env=env)
+    assert r.code == 0, r.err
+    r = llmctl("up", next(out.glob("serve_*.yaml")), "--timeout", "600", env=env)
+    assert r.code == 0, (r.out, r.err)
+    yield out
+    llmctl("down", "cap_app", env=env)
+
+
+def _engines() -> list[dict]:
+    r = llmctl("status", "--metrics", "--json", timeout=120)
+    assert r.code in (0, 1), r.err
+    return r.json()["engines"]
+
+
+def test_status_metrics_while_bench_runs(cap_app, cluster_home):
+    load = Proc([sys.executable, "-m", "llmctl", "bench", "cap_app", "--duration", "240", "--concurrency", "6",
+                 "--max-tokens", "96", "--json"])
+    seen = None
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            assert load.p.poll() is None, load.text("err")
+            engines = [e for e in _engines() if e["model"] == "tiny-cap"]
+            busy = [e for e in engines if e["kv_usage"] > 0 and e["running"] > 0]
+            if busy:
+                seen = busy[0]
+                break
+            time.sleep(2)
+        assert seen is not None, "no engine reported KV usage and running requests under load"
+        table = llmctl("status", "--metrics")
+        assert "engines (vLLM metrics from http://127.0.0.1:" in table.out and seen["replica"] in table.out
+        top = llmctl("top", "--iterations", "1", "--interval", "1", "--json")
+        assert top.code == 0, top.err
+        assert any(e["replica"] == seen["replica"] for e in top.json()["engines"])
+    finally:
+        r = load.interrupt(timeout=60)
+    assert r.code == 0, r.err
+    print(f"\nengine under load: {seen}")
+
+
+def test_sweep_profile_plan_and_report(cap_app, cluster_home, tmp_path):
+    prof, rep = tmp_path / "bench.json", tmp_path / "report"
+    r = llmctl("bench", "cap_app", "--sweep", "1,3", "--duration", "4", "--max-tokens", "32", "--prompt-tokens", "32",
+               "--slo", "ttft_p95=5s,itl_p95=200ms", "-o", prof, "--report", rep, timeout=600)
+    assert r.code == 0, r.err
+    assert "highest rate within ttft_p95=5000ms,itl_p95=200ms" in r.out
+    sweep = json.loads(prof.read_text())
+    assert [s["value"] for s in sweep["steps"]] == [1, 3]
+    for s in sweep["steps"]:
+        m = s["summary"]
+        assert m["done"] > 0 and m["failed"] == 0 and set(m["tpot_s"]) >= {"p50", "p95", "mean"}
+        assert s["goodput"]["requests"] <= m["done"] and len(s["requests"]) == m["requests"]
+    assert sweep["provenance"]["versions"]["ray"] and sweep["provenance"]["serve_config"]["name"] == "cap_app"
+    assert sweep["replicas"]["LLMServer:tiny-cap"] and sweep["inflight"]
+    from llmctl.perf.report import PLOTS, validate
+
+    doc = json.loads((rep / "benchmark_report.json").read_text())
+    assert validate(doc) == []
+    assert doc["scenario"]["stack"][0]["native"]["config"]["replica_timeline"]["LLMServer:tiny-cap"]
+    html = (rep / "index.html").read_text()
+    assert all(f'id="{n}"' in html for n, _ in PLOTS)
+    p = llmctl("plan", "--model", _model_dir(cap_app), "--gpu", "cpu",
+               "--profile", prof, "--slo", "ttft_p95=5s,itl_p95=200ms", "--isl", "40", "--osl", "32", "--json")
+    assert p.code == 0, p.err
+    plan = p.json()
+    assert plan["calibration"]["efficiency"]["source"] == "fitted" and plan["rows"][0]["gpu"] == "cpu"
+    assert len(plan["calibration"]["fit"]) == 2
+
+
+def _model_dir(gen_out: Path) -> str:
+    import yaml
+
+    cfg = yaml.safe_load(next((gen_out / "model_config").glob("*.yaml")).read_text())
+    return cfg["model_loading_config"]["model_source"]
+
+
+def test_short_capacity_bench(ray_head, tiny_model, cluster_home, tmp_path):
+    """bench/capacity.py in its short form against the session's head: the
+    experiment's structure (its full run and figures: docs/capacity.md)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import capacity
+    finally:
+        sys.path.pop(0)
+    import os
+
+    env = dict(os.environ, LLMCTL_HOME=str(ray_head.home), PYTHONPATH=str(ROOT))
+    result = capacity.run(tmp_path / "work", env, replicas=(1,), calib=(1, 3), measure=(1, 2, 4), calib_s=4, measure_s=4,
+                          prompt_words=16, osl=16, model=tiny_model, log=lambda *_: None)
+    rows = result["rows"]
+    assert [(r["replicas"], r["target"]) for r in rows] == [(1, "A"), (1, "B")]
+    for r in rows:
+        assert r["predicted_req_per_s"] >= 0 and r["bound"]
+        assert (r["error"] is None) == (not r["measured_req_per_s"])
+    assert Path(result["files"]["calib_1"]).exists() and Path(result["files"]["measure_1"]).exists()
+    assert (tmp_path / "work" / "report_1" / "index.html").exists()
+    assert "| replicas | target |" in capacity.markdown(result)

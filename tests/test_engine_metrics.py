@@ -1,0 +1,48 @@
+"""vLLM's metrics as Ray exports them (a scrape of the local head's metrics
+endpoint while two replicas served, stored in tests/data): per replica, the
+gauges as they are, rates between two scrapes, stopped replicas left out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmctl.perf.metrics import parse_prometheus, samples_of, stats_of
+
+DATA = Path(__file__).parent / "data" / "ray_vllm_metrics.prom"
+
+
+def test_parse_and_group_by_replica():
+    text = DATA.read_text()
+    names = {n for n, _, _ in parse_prometheus(text)}
+    assert {"ray_vllm_kv_cache_usage_perc", "ray_vllm_num_requests_running", "ray_vllm_generation_tokens_total"} <= names
+    now = samples_of(text, t=10.0)
+    live = [s for s in now.values() if s.live]
+    assert len(now) == 3 and len(live) == 2  # a replica of the replaced deployment kept only its counters
+    stats = stats_of(now)
+    assert [s.replica for s in stats] == sorted(s.replica for s in live)
+    assert all(s.model == "tiny-cap" and s.kv_usage > 0 and s.running >= 1 for s in stats)
+    assert all(s.generation_tokens_per_s is None for s in stats)  # one scrape: no rate yet
+    assert all(0 < s.ttft_mean_s < 10 for s in stats)
+
+
+def test_rates_between_two_scrapes():
+    text = DATA.read_text()
+    before = samples_of(text, t=0.0)
+    later = text.replace("ray_vllm_generation_tokens_total{", "XX{", 0)
+    now = samples_of(later, t=2.0)
+    for s in now.values():
+        s.generation_tokens += 100.0
+        s.ttft_sum += 0.5
+        s.ttft_count += 5
+    stats = stats_of(now, before)
+    assert all(abs(s.generation_tokens_per_s - 50.0) < 1e-9 for s in stats)
+    assert all(abs(s.ttft_mean_s - 0.1) < 1e-9 for s in stats)
+
+
+def test_status_metrics_needs_a_cluster(capsys):
+    from helpers import run_cli
+
+    r = run_cli(capsys, "status", "--metrics")
+    assert r.code == 3  # no cluster in this test's LLMCTL_HOME
+    r = run_cli(capsys, "top", "--interval", "0")
+    assert r.code == 2 and "--interval: must be a positive number" in r.err

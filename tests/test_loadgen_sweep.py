@@ -1,0 +1,109 @@
+"""`bench --sweep` and `--rate` against a stand-in OpenAI endpoint on
+127.0.0.1 (a thread serving streamed chat completions): the steps, their
+percentiles and goodput, the highest rate within an SLO, the in-flight
+timeline, the JSON the CLI writes and the report made from it. Structure
+only: the stand-in's speed is not llmctl's business."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from helpers import run_cli
+from llmctl.loadgen import bench, sweep
+from llmctl.perf.slo import parse_slo, parse_sweep
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def do_GET(self):
+        body = json.dumps({"data": [{"id": "stand-in"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        n = int(req.get("max_tokens") or 4)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def send(obj) -> None:
+            data = f"data: {obj if isinstance(obj, str) else json.dumps(obj)}\n\n".encode()
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        time.sleep(0.02)
+        for _ in range(n):
+            send({"choices": [{"delta": {"content": "x"}}]})
+            time.sleep(0.002)
+        send({"choices": [], "usage": {"completion_tokens": n, "prompt_tokens": 10}})
+        send("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    srv.daemon_threads = True
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_concurrency_sweep(endpoint):
+    slo = parse_slo("ttft_p95=10s,itl_p95=1s")
+    data = sweep(steps=parse_sweep("1,3"), duration=2.0, slo=slo, url=endpoint, max_tokens=8, prompt_tokens=4)
+    assert data["kind"] == "llmctl-bench-sweep" and data["settings"]["model"] == "stand-in"
+    assert [s["value"] for s in data["steps"]] == [1, 3]
+    for s in data["steps"]:
+        m = s["summary"]
+        assert m["done"] > 0 and m["failed"] == 0 and m["output_tokens"] == 8 * m["done"]
+        assert m["tpot_s"]["p95"] is not None and m["ttft_s"]["p50"] <= m["ttft_s"]["p95"] <= m["ttft_s"]["p99"]
+        assert s["slo_met"] and s["goodput"]["requests"] == m["done"]
+        assert len(s["requests"]) == m["requests"]
+    assert data["steps"][1]["t0"] >= data["steps"][0]["t0"] + 2.0
+    assert max(n for _, n in data["inflight"]) <= 3 and data["inflight"][-1][1] == 0
+    mr = data["max_rate_within_slo"]
+    assert mr["req_per_s"] == max(s["summary"]["req_per_s"] for s in data["steps"])
+
+
+def test_rate_steps_and_single_rate_run(endpoint):
+    data = sweep(steps=parse_sweep("rate=5,20"), duration=2.0, url=endpoint, max_tokens=4, prompt_tokens=4,
+                 max_concurrency=64)
+    assert [s["mode"] for s in data["steps"]] == ["rate", "rate"] and [s["rate"] for s in data["steps"]] == [5.0, 20.0]
+    sent = [s["summary"]["requests"] for s in data["steps"]]
+    assert sent[1] > sent[0]  # four times the arrival rate sends more in the same time
+    assert "max_rate_within_slo" not in data  # no SLO given
+    one = bench(url=endpoint, duration=1.0, rate=10, concurrency=16, max_tokens=4, prompt_tokens=4)
+    assert one.settings.rate == 10 and one.done > 0 and all(r.start >= 0 for r in one.results)
+
+
+def test_cli_sweep_writes_profile_and_report(endpoint, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    prof, rep = tmp_path / "b.json", tmp_path / "rep"
+    r = run_cli(capsys, "bench", "--url", endpoint, "--sweep", "1,2", "--duration", "0.8", "--max-tokens", "6",
+                "--slo", "ttft_p95=5s,itl_p95=500ms", "-o", prof, "--report", rep)
+    assert r.code == 0, r.err
+    assert "highest rate within ttft_p95=5000ms,itl_p95=500ms" in r.out and "goodput req/s" in r.out
+    assert json.loads(prof.read_text())["slo"] == {"ttft_p95": 5.0, "itl_p95": 0.5}
+    assert (rep / "index.html").exists() and (rep / "benchmark_report.json").exists()
+    r = run_cli(capsys, "bench", "--url", endpoint, "--sweep", "1")
+    assert r.code == 2 and "--duration" in r.err
+    r = run_cli(capsys, "bench", "--url", endpoint, "--requests", "2", "--max-tokens", "3", "--slo", "ttft_p95=5s", "--json")
+    assert r.code == 0 and r.json()["slo_met"] is True and r.json()["goodput"]["requests"] == 2

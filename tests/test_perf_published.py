@@ -1,0 +1,44 @@
+"""The performance model against published vLLM throughput (issue 24): at
+least 15 sourced points, at least 80 % predicted within ±30 %, and
+docs/capacity.md's table is what bench/published.py prints."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from llmctl.hardware import TABLE
+from llmctl.perf.published import load_points, predict_point, summary
+
+ROOT = Path(__file__).resolve().parents[1]
+POINTS = load_points(ROOT / "tests" / "data" / "perf_published.yaml")
+
+
+def test_points_are_sourced_and_complete():
+    assert len(POINTS) >= 15
+    assert len({p["id"] for p in POINTS}) == len(POINTS)
+    names = {g.name for g in TABLE}
+    for p in POINTS:
+        assert p["gpu"] in names and p["source"] and p["split"] in ("train", "holdout"), p["id"]
+        assert p["mode"] in ("concurrency", "burst") and (p.get("concurrency") or p.get("requests")), p["id"]
+        assert p["isl"] > 0 and p["osl"] > 0 and p["output_tok_s"] > 0, p["id"]
+    assert sum(p["split"] == "holdout" for p in POINTS) >= len(POINTS) // 2
+    # every GPU of the points has a sourced roofline
+    for g in {p["gpu"] for p in POINTS}:
+        row = next(r for r in TABLE if r.name == g)
+        assert row.hbm_gb_s and row.bf16_tflops and row.perf_source
+
+
+def test_eighty_percent_within_thirty_percent():
+    results = [predict_point(p) for p in POINTS]
+    within = [r for r in results if r.within(0.30)]
+    assert len(within) >= 0.8 * len(results), [(r.id, f"{r.error:+.0%}") for r in results if not r.within(0.30)]
+    s = summary(results)
+    assert s["all"]["points"] == len(POINTS) and sum(v["points"] for k, v in s.items() if k != "all") == len(POINTS)
+
+
+def test_docs_table_is_current():
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "published.py"), "--check"], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 0, "docs/capacity.md is stale: run bench/published.py"
