@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import psutil
 import pytest
 
 from llmctl import launch
@@ -305,6 +306,16 @@ def test_reason_from_ray_traceback_message():
     assert launch.reason_from_message("plain message") == "plain message"
 
 
+def test_head_command_passes_num_gpus_only_when_given():
+    """GPU detection is Ray's (CUDA_VISIBLE_DEVICES, MIG, accelerator_type):
+    the head gets --num-gpus only for a number the user gave, 0 included."""
+    ports = cluster.pick_ports()
+    assert "--num-gpus" not in cluster._head_command(ports, "/tmp/x", 8, None)
+    for n in (0, 2):
+        cmd = cluster._head_command(ports, "/tmp/x", 8, n)
+        assert cmd[cmd.index("--num-gpus") + 1] == str(n)
+
+
 @pytest.mark.cluster
 def test_down_cluster_stops_head_by_pid(llmctl_home, monkeypatch):
     """`llmctl down --cluster` stops a head llmctl started: every process of
@@ -317,10 +328,16 @@ def test_down_cluster_stops_head_by_pid(llmctl_home, monkeypatch):
     token = "hf_shell_token_for_the_head_0123456789"
     monkeypatch.setenv("HF_TOKEN", token)
     monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", token)
-    state = cluster.start_head(num_cpus=1, num_gpus=0)
+    state = cluster.start_head(num_cpus=1)  # GPUs left to Ray's detection
     try:
         pids = cluster.session_pids(state.pid)
         assert len(pids) > 5
+        import httpx
+
+        assert "--num-gpus" not in psutil.Process(state.pid).cmdline() and state.num_gpus is None
+        nodes = httpx.get(state.dashboard_url + "/nodes?view=summary", timeout=10, trust_env=False).json()
+        totals = [n["raylet"]["resourcesTotal"] for n in nodes["data"]["summary"]]
+        assert totals and all("GPU" not in t and t["CPU"] == 1 for t in totals), totals  # Ray found none on this CPU box
         link = Path(state.temp_dir, "hf-token")
         assert link.is_symlink() and link.read_text() == token and token not in json.dumps(state.to_json())
         assert tokens.read(state.pid, state.token_fd) == token

@@ -76,6 +76,7 @@ def up_cmd(
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Return right after the config is accepted.")] = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="After RUNNING, tail the app's logs until Ctrl-C (the app keeps running).")] = False,
     num_cpus: Annotated[Optional[int], typer.Option("--num-cpus", metavar="N", help="Logical CPUs of a local head llmctl starts (default: max(8, cores)).")] = None,
+    num_gpus: Annotated[Optional[int], typer.Option("--num-gpus", metavar="N", help="GPUs of a local head llmctl starts (default: Ray detects them; it honours CUDA_VISIBLE_DEVICES).", min=0)] = None,
     no_preflight: Annotated[bool, typer.Option("--no-preflight", help="Skip checking the cluster's resources before deploying.")] = False,
     fix: Annotated[bool, typer.Option("--fix", help="When a start-up failure has a mechanical fix, show it as a diff, apply it (after confirmation; the old file kept as .bak) and deploy again.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="With --fix: apply fixes without asking.")] = False,
@@ -94,7 +95,7 @@ def up_cmd(
     for attempt in range(MAX_FIX_ROUNDS + 1):
         view = ProgressView()
         try:
-            for ev in launch.iter_up(file, address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus,
+            for ev in launch.iter_up(file, address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus, num_gpus=num_gpus,
                                 preflight=not no_preflight, send_token=send_token, http_host=http_host):
                 if isinstance(ev, launch.Step):
                     view.step(ev.text)

@@ -78,7 +78,7 @@ class ClusterState:
     temp_dir: str
     serve_http_port: int
     num_cpus: int
-    num_gpus: int
+    num_gpus: int | None  # None: not passed, Ray detected them (it honours CUDA_VISIBLE_DEVICES)
     log_file: str
     started_at: float
     pids: dict[str, str] = field(default_factory=dict)  # pid -> process name, seen once up
@@ -228,14 +228,6 @@ def default_num_cpus() -> int:
     return max(8, os.cpu_count() or 1)
 
 
-def detect_num_gpus() -> int:
-    """GPUs visible through nvidia-smi-less probing (0 on a CPU-only box)."""
-    try:
-        return len([d for d in os.listdir("/dev") if d.startswith("nvidia") and d[6:].isdigit()])
-    except OSError:
-        return 0
-
-
 def _ray_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(
@@ -255,9 +247,14 @@ def _ray_env() -> dict[str, str]:
     return env
 
 
-def _head_command(ports: dict[str, int], temp_dir: str, num_cpus: int, num_gpus: int,
+def _head_command(ports: dict[str, int], temp_dir: str, num_cpus: int, num_gpus: int | None,
                   resources: dict[str, float] | None = None) -> list[str]:
+    """``ray start --head`` on the ports given. GPUs are Ray's to detect (it
+    honours CUDA_VISIBLE_DEVICES, counts MIG devices and sets the node's
+    accelerator_type); ``--num-gpus`` only when the user gave a number."""
     extra = ["--resources", json.dumps(resources)] if resources else []  # e.g. fake accelerator_type:L4 for tests
+    if num_gpus is not None:
+        extra += ["--num-gpus", str(num_gpus)]
     return [
         ray_executable(), "start", "--head", "--block",
         "--node-ip-address", "127.0.0.1",
@@ -275,7 +272,6 @@ def _head_command(ports: dict[str, int], temp_dir: str, num_cpus: int, num_gpus:
         "--runtime-env-agent-port", str(ports["runtime_env_agent"]),
         "--temp-dir", temp_dir,
         "--num-cpus", str(num_cpus),
-        "--num-gpus", str(num_gpus),
         "--disable-usage-stats",
         "--log-style", "record",
         *extra,
@@ -309,7 +305,6 @@ def start_head(
         raise LlmctlError(f"a local cluster is already running (state: {state_path()}); stop it with `llmctl down --cluster`")
     clear_state()
     num_cpus = default_num_cpus() if num_cpus is None else num_cpus
-    num_gpus = detect_num_gpus() if num_gpus is None else num_gpus
     last_error = ""
     for _attempt in range(3):
         ports = pick_ports()

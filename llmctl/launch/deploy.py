@@ -229,15 +229,17 @@ def compose(prepared: Prepared, current: dict, local: _cluster.ClusterState | No
 # up
 
 
-def connect(address: str | None, *, start: bool = False, num_cpus: int | None = None) -> tuple[ServeClient, _address.Target, bool]:
-    """The cluster to talk to; with ``start``, start the local one if needed."""
+def connect(address: str | None, *, start: bool = False, num_cpus: int | None = None,
+            num_gpus: int | None = None) -> tuple[ServeClient, _address.Target, bool]:
+    """The cluster to talk to; with ``start``, start the local one if needed
+    (``num_gpus`` None: Ray detects the GPUs)."""
     started = False
     try:
         target = _address.resolve_target(address)
     except ClusterUnreachable:
         if not start or (address or "").strip() not in ("", "local", "auto"):
             raise
-        _cluster.start_head(num_cpus=num_cpus)
+        _cluster.start_head(num_cpus=num_cpus, num_gpus=num_gpus)
         started = True
         target = _address.resolve_target(None)
     return ServeClient(target.dashboard_url), target, started
@@ -321,11 +323,11 @@ def _prepare_steps(serve_path: Path | str, address: str | None, send_token: bool
     return prepared
 
 
-def _connect_steps(address: str | None, num_cpus: int | None) -> Generator[Step, None, tuple[ServeClient, _address.Target, bool]]:
+def _connect_steps(address: str | None, num_cpus: int | None, num_gpus: int | None = None) -> Generator[Step, None, tuple[ServeClient, _address.Target, bool]]:
     """The cluster to deploy to; the local head started when there is none."""
     if _local_default(address) and _cluster.running_state() is None:
         yield Step("starting a local Ray head (127.0.0.1, private ports and temp dir) …")
-    client, target, started = connect(address, start=True, num_cpus=num_cpus)
+    client, target, started = connect(address, start=True, num_cpus=num_cpus, num_gpus=num_gpus)
     if started:
         yield Step(f"started a local Ray head: dashboard {target.local.dashboard_url}, state {_cluster.state_path()}")
     return client, target, started
@@ -403,6 +405,7 @@ def iter_up(
     timeout: float = 900.0,
     wait: bool = True,
     num_cpus: int | None = None,
+    num_gpus: int | None = None,
     preflight: bool = True,
     send_token: bool = False,
     http_host: str | None = None,
@@ -411,7 +414,7 @@ def iter_up(
     happen and ends with the UpResult (the CLI's progress display)."""
     t0 = time.monotonic()
     prepared = yield from _prepare_steps(serve_path, address, send_token, http_host)
-    client, target, started = yield from _connect_steps(address, num_cpus)
+    client, target, started = yield from _connect_steps(address, num_cpus, num_gpus)
     with client:
         if not send_token:
             yield from _token_steps(prepared, target)
@@ -437,6 +440,7 @@ def up(
     timeout: float = 900.0,
     wait: bool = True,
     num_cpus: int | None = None,
+    num_gpus: int | None = None,
     preflight: bool = True,
     send_token: bool = False,
     http_host: str | None = None,
@@ -452,7 +456,7 @@ def up(
     line each). Raises ValidationFailed / PreflightFailed (exit 2),
     DeployFailed (exit 1), ClusterUnreachable (exit 3)."""
     result = None
-    for ev in iter_up(serve_path, address=address, timeout=timeout, wait=wait, num_cpus=num_cpus, preflight=preflight,
+    for ev in iter_up(serve_path, address=address, timeout=timeout, wait=wait, num_cpus=num_cpus, num_gpus=num_gpus, preflight=preflight,
                       send_token=send_token, http_host=http_host):
         if isinstance(ev, UpResult):
             result = ev
