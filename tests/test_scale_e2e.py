@@ -62,7 +62,8 @@ def test_bench_json_counts(scale_app, cluster_home):
     assert s["requests"] == 6 and s["done"] == 6 and s["failed"] == 0 and s["errors"] == {}
     assert s["output_tokens"] == 6 * 8  # ignore_eos: exactly max_tokens each, counted from the server's usage
     assert s["prompt_tokens_mean"] > 0 and s["req_per_s"] > 0 and s["output_tokens_per_s"] > 0
-    assert set(s["ttft_s"]) == {"p50", "p90", "p99"} and s["ttft_s"]["p50"] > 0
+    ttft = s["ttft_s"]
+    assert set(ttft) == {"mean", "p50", "p90", "p95", "p99"} and 0 < ttft["p50"] <= ttft["p90"] <= ttft["p95"] <= ttft["p99"]
     assert data["settings"]["model"] == "tiny-scale" and data["settings"]["url"].endswith("/scale/v1")
     timeline = data["replicas"]
     assert set(timeline) == {"LLMServer:tiny-scale", "OpenAiIngress"}
