@@ -338,6 +338,14 @@ def _cpu_probe(dashboard: Optional[str]):
     return local_cpu_seconds(dashboard) if dashboard else None
 
 
+def dashboard_headers(dashboard: Optional[str]) -> dict:
+    """The Ray token header for ``dashboard`` (the local head's, or a remote cluster's)."""
+    from llmctl.launch import raytoken
+    from llmctl.launch.address import ray_token_for
+
+    return raytoken.headers(ray_token_for(dashboard)) if dashboard else {}
+
+
 def replica_sampler(dashboard_url: str, app: str) -> Callable[[], list[ReplicaSample]]:
     """Each LLM deployment's RUNNING / target replicas of ``app``, from Serve's REST API."""
     from llmctl.launch.serve_api import ServeClient, summarize
@@ -503,7 +511,7 @@ def sweep(
         "started": started, "ended": time.time(), "interrupted": stop.is_set(),
         "slo": slo.to_json() if slo is not None else None,
         "steps": out_steps, "replicas": timeline, "inflight": inflight,
-        "provenance": provenance(dashboard, app_name),
+        "provenance": provenance(dashboard, app_name, dashboard_headers(dashboard)),
     }
     if slo is not None:
         result["max_rate_within_slo"] = max_rate_within(out_steps, slo)

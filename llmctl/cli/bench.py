@@ -21,7 +21,7 @@ from typing_extensions import Annotated
 
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
-from llmctl.cli.options import AddressOpt, JsonOpt
+from llmctl.cli.options import AddressOpt, RayTokenEnvOpt, JsonOpt
 from llmctl.errors import EXIT_FAILED, EXIT_INTERRUPTED, UsageError
 
 
@@ -79,6 +79,7 @@ def bench_cmd(
     no_stream: Annotated[bool, typer.Option("--no-stream", help="Non-streaming requests (no TTFT / inter-token latency).")] = False,
     url: Annotated[Optional[str], typer.Option("--url", metavar="URL", help="An OpenAI endpoint to load directly (http://host:port/v1), no cluster lookup.")] = None,
     address: AddressOpt = None,
+    ray_token_env: RayTokenEnvOpt = None,
     json_out: JsonOpt = False,
     rate: Annotated[Optional[float], typer.Option("--rate", metavar="REQ_PER_S", help="Open loop: Poisson arrivals at this rate (--concurrency caps the requests in flight).")] = None,
     sweep: Annotated[Optional[str], typer.Option("--sweep", metavar="STEPS", help="Steps held one after another for --duration each: concurrencies (1,2,4,8) or rates (rate=0.5,1,2). Records per step throughput, TTFT/ITL/latency percentiles, goodput under --slo.")] = None,
@@ -145,7 +146,10 @@ def bench_cmd(
         from llmctl.perf.sweep import provenance
 
         single = _as_sweep(data, res)
-        single["provenance"] = provenance(*_dashboard_app(app_name, url, address))
+        from llmctl.loadgen import dashboard_headers
+
+        dashboard, app = _dashboard_app(app_name, url, address)
+        single["provenance"] = provenance(dashboard, app, dashboard_headers(dashboard))
         written = write_report(single, report)
         err.print(f"report: {written['index']}", markup=False, highlight=False)
     if json_out:

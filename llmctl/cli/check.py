@@ -9,7 +9,7 @@ from typing_extensions import Annotated
 
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
-from llmctl.cli.options import AddressOpt, JsonOpt
+from llmctl.cli.options import AddressOpt, RayTokenEnvOpt, JsonOpt
 from llmctl.errors import EXIT_USAGE
 
 
@@ -17,6 +17,7 @@ from llmctl.errors import EXIT_USAGE
 def check_cmd(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="A serve config (serve_*.yaml).", show_default=False)],
     address: AddressOpt = None,
+    ray_token_env: RayTokenEnvOpt = None,
     json_out: JsonOpt = False,
     no_versions: Annotated[bool, typer.Option("--no-versions", help="Skip asking the cluster's head node which Ray and vLLM it runs (a Ray job of a few seconds).")] = False,
 ) -> None:
@@ -33,7 +34,7 @@ def check_cmd(
 
     target = resolve_target(address)
     config = load_deployable(file, local_node=target.is_local)
-    with ServeClient(target.dashboard_url) as client:
+    with ServeClient(target.dashboard_url, token=target.ray_token) as client:
         res = preflight.check(config, client)
         versions = None if no_versions else report(client, config)
     from llmctl.launch.lora import store_check

@@ -11,7 +11,7 @@ from typing_extensions import Annotated
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
 from llmctl.cli.flags import cli_text
-from llmctl.cli.options import AddressOpt, JsonOpt
+from llmctl.cli.options import AddressOpt, RayTokenEnvOpt, JsonOpt
 from llmctl.errors import DeployFailed, UsageError
 
 from llmctl.cli.views import ProgressView, follow_logs, next_steps, print_ready
@@ -72,6 +72,7 @@ def _lora_models(result, file: Path) -> dict[str, list[str]]:
 def up_cmd(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="A serve config (serve_*.yaml from `llmctl gen-config`).", show_default=False)],
     address: AddressOpt = None,
+    ray_token_env: RayTokenEnvOpt = None,
     timeout: TimeoutOpt = 900.0,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Return right after the config is accepted.")] = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="After RUNNING, tail the app's logs until Ctrl-C (the app keeps running).")] = False,

@@ -242,7 +242,7 @@ def connect(address: str | None, *, start: bool = False, num_cpus: int | None = 
         _cluster.start_head(num_cpus=num_cpus, num_gpus=num_gpus)
         started = True
         target = _address.resolve_target(None)
-    return ServeClient(target.dashboard_url), target, started
+    return ServeClient(target.dashboard_url, token=target.ray_token), target, started
 
 
 def token_steps(prepared: Prepared, target: _address.Target, environ: dict[str, str] | None = None) -> list[Step]:
@@ -329,7 +329,10 @@ def _connect_steps(address: str | None, num_cpus: int | None, num_gpus: int | No
         yield Step("starting a local Ray head (127.0.0.1, private ports and temp dir) …")
     client, target, started = connect(address, start=True, num_cpus=num_cpus, num_gpus=num_gpus)
     if started:
-        yield Step(f"started a local Ray head: dashboard {target.local.dashboard_url}, state {_cluster.state_path()}")
+        from llmctl.launch.raytoken import access_hint
+
+        yield Step(f"started a local Ray head: state {_cluster.state_path()}; "
+                   + access_hint(target.local.dashboard_url, target.local.ray_token_file))
     return client, target, started
 
 

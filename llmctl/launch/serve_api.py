@@ -69,10 +69,21 @@ class ServeClient:
     ``repr``) and then restores the exception state it saved — a Ctrl-C
     handled during it is lost (the `up --follow` that kept following)."""
 
-    def __init__(self, dashboard_url: str, *, timeout: float = 10.0):
+    def __init__(self, dashboard_url: str, *, timeout: float = 10.0, token: str | None | object = ...):
+        """``token``: the cluster's Ray token, sent as ``Authorization: Bearer``;
+        by default the local head's own or a remote cluster's by Ray's
+        conventions (:func:`llmctl.launch.address.ray_token_for`)."""
+        from llmctl.launch import raytoken
+
         self.url = dashboard_url.rstrip("/")
         self.timeout = timeout
-        self._http = httpx.Client(headers={"Accept": "application/json"}, trust_env=False)
+        if token is ...:
+            from llmctl.launch.address import ray_token_for
+
+            token = ray_token_for(self.url)
+        self.token = token if isinstance(token, str) and token else None
+        self._headers = raytoken.headers(self.token)
+        self._http = httpx.Client(headers={"Accept": "application/json", **self._headers}, trust_env=False)
 
     def close(self) -> None:
         self._http.close()
@@ -101,6 +112,10 @@ class ServeClient:
             from llmctl.launch.address import no_cluster_message
 
             raise ClusterUnreachable(f"{no_cluster_message(self.url)} ({_reason(e)})") from None
+        if r.status_code in (401, 403) and "authentication token" in r.text:
+            from llmctl.launch.raytoken import auth_error
+
+            raise auth_error(self.url, r.status_code, self.token is not None) from None
         if r.status_code >= 400:
             raise HTTPFailure(r.status_code, _error_text(r.text), self.url + path)
         return r.status_code, r.content
@@ -186,7 +201,7 @@ class ServeClient:
         """Follow one log file (``/api/v0/logs/stream``); yields text chunks."""
         q = urllib.parse.urlencode({"node_id": node_id, "filename": filename, "lines": str(lines), "filter_ansi_code": "true"})
         try:
-            with httpx.Client(trust_env=False) as c, c.stream("GET", self.url + "/api/v0/logs/stream?" + q,
+            with httpx.Client(trust_env=False, headers=self._headers) as c, c.stream("GET", self.url + "/api/v0/logs/stream?" + q,
                                                              timeout=httpx.Timeout(None, connect=10.0)) as r:
                 for chunk in r.iter_raw():
                     yield chunk.decode(errors="replace")
