@@ -273,6 +273,16 @@ def parse_app_name(text: str) -> str:
     return s
 
 
+def parse_env_name(text: str) -> str:
+    """An environment variable's name (the API key's variable: never the key)."""
+    import re
+
+    name = (text or "").strip()
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"{name!r} is not an environment variable name (give the variable's NAME, never the key)")
+    return name
+
+
 def parse_route_prefix(text: str) -> str:
     s = str(text).strip()
     if not s.startswith("/"):
@@ -384,6 +394,8 @@ class DeploymentSpec:
     http_port: int = 8000
     # Autoscaling of the OpenAiIngress deployment (None: Ray's single replica).
     ingress: Optional[sizing.IngressScaling] = None
+    # The environment variable holding the endpoint's API key (llmctl's API-key ingress); None: no key.
+    api_key_env: Optional[str] = None
 
     def check(self) -> None:
         if not self.models:
@@ -396,6 +408,8 @@ class DeploymentSpec:
             seen[m.model_id] = i
         parse_app_name(self.app_name)
         parse_route_prefix(self.route_prefix)
+        if self.api_key_env is not None:
+            parse_env_name(self.api_key_env)
 
 
 def is_bucket(source: str) -> bool:

@@ -306,6 +306,13 @@ def _prepare_steps(serve_path: Path | str, address: str | None, send_token: bool
         f"validated {serve_path}: {len(prepared.app_names)} application(s) "
         f"({', '.join(prepared.app_names)}), {n_models} model(s)"
     )
+    if local_default:  # the API key's variable must be where the ingress replica will read it
+        from llmctl.launch import apikey
+
+        running = _cluster.running_state()
+        head_env = _cluster.head_environ(running) if running is not None else None
+        for w in apikey.check_local_key(prepared.config, head_env, os.environ, starting):
+            yield Step(f"warning: {w}")
     if starting and not send_token and prepared.env_vars_used:
         prepared = prepare(serve_path, local_node=True, send_tokens=False)  # checked above; keep the references
     if send_token and prepared.env_vars_used:
@@ -423,6 +430,10 @@ def iter_up(
             yield from _token_steps(prepared, target)
         if preflight:
             yield from _preflight_steps(prepared, client, target)
+        from llmctl.launch import apikey
+
+        if (uri := apikey.deliver(prepared.config, client)) is not None:
+            yield Step(f"API-key ingress ({apikey.INGRESS_CLS}) uploaded to the cluster as {uri} (runtime_env py_modules)")
         stale, t_deploy = yield from _deploy_steps(prepared, client, target, http_host)
         if not wait:
             apps = [a for a in summarize(client.status(), client.url) if a.name in prepared.app_names]
@@ -432,7 +443,9 @@ def iter_up(
         # RUNNING: the HTTP endpoint must list the models.
         for app in apps:
             if app.endpoint and prepared.model_ids.get(app.name):
-                check_models(app.endpoint, prepared.model_ids[app.name], timeout=30)
+                cfg = next((a for a in prepared.config.get("applications") or [] if a.get("name") == app.name), {})
+                check_models(app.endpoint, prepared.model_ids[app.name], timeout=30,
+                             headers=apikey.headers(apikey.key_for(cfg, target)))
         yield _result(apps, client, target, prepared, time.monotonic() - t0, True, started)
 
 

@@ -95,10 +95,12 @@ class ServeClient:
         self.close()
 
     # -- plumbing ----------------------------------------------------------
-    def _request(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> tuple[int, bytes]:
+    def _request(self, method: str, path: str, body: Any = None, *, timeout: float | None = None,
+                 content: bytes | None = None) -> tuple[int, bytes]:
         wait = timeout or self.timeout
         try:
-            r = self._http.request(method, self.url + path, json=body, timeout=httpx.Timeout(wait, connect=min(wait, 10.0)))
+            r = self._http.request(method, self.url + path, json=body if content is None else None, content=content,
+                                   timeout=httpx.Timeout(wait, connect=min(wait, 10.0)))
         except (httpx.ConnectError, httpx.ConnectTimeout) as e:
             from llmctl.launch.address import no_cluster_message
 
@@ -208,6 +210,12 @@ class ServeClient:
         except httpx.TransportError as e:
             raise ClusterUnreachable(f"{self.url}: log stream failed ({_reason(e)})") from None
 
+
+    # -- packages (runtime_env py_modules) -----------------------------------------
+    def upload_package(self, uri: str, data: bytes) -> None:
+        """Store a ``gcs://`` package in the cluster (``PUT /api/packages/gcs/NAME``, as Ray's job SDK does)."""
+        protocol, _, name = uri.partition("://")
+        self._request("PUT", f"/api/packages/{protocol}/{urllib.parse.quote(name)}", content=data, timeout=max(self.timeout, 60))
 
     # -- jobs ------------------------------------------------------------------
     def submit_job(self, entrypoint: str, submission_id: str) -> str:
