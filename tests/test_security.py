@@ -138,7 +138,9 @@ def test_llmctl_sends_the_local_heads_token(cluster_home, capsys):
     assert r.json()["ray_token_file"] == cluster_home.state.ray_token_file
     target = address.resolve_target(None)
     assert target.ray_token == cluster_home.state.ray_token
-    with target.client() as c:
+    from llmctl.launch.serve_api import ServeClient
+
+    with ServeClient(target.dashboard_url, token=target.ray_token) as c:
         node_id = c.nodes()[0]["node_id"]
         assert c.list_logs(node_id)  # the log API
         from llmctl.launch import versions

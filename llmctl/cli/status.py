@@ -45,7 +45,7 @@ def _status_table(rep):
                 ", ".join(a.model_ids) if first else "",
                 f"{d.name} ({d.status})" if d else "",
                 replicas_text(d.replicas, d.target_replicas) if d else "",
-                (a.endpoint or "") if first else "",
+                ((a.endpoint or "") + (f" (API key ${a.api_key_env})" if a.endpoint and a.api_key_env else "")) if first else "",
             )
             first = False
     msgs = []

@@ -62,7 +62,12 @@ def _lora_models(result, file: Path) -> dict[str, list[str]]:
     if not bases or not result.endpoint:
         return {}
     try:
-        listed = [m.get("id", "") for m in httpx.get(result.endpoint + "/models", timeout=15, trust_env=False).json().get("data", [])]
+        from llmctl.launch import apikey
+        from llmctl.launch.cluster import running_state
+
+        key = apikey.key_value(result.api_key_env, running_state() if result.local else None)
+        listed = [m.get("id", "") for m in httpx.get(result.endpoint + "/models", timeout=15, trust_env=False,
+                                                     headers=apikey.headers(key)).json().get("data", [])]
     except (httpx.HTTPError, ValueError, AttributeError):
         listed = []
     return {b: [m.split(":", 1)[1] for m in listed if m.startswith(b + ":")] for b in sorted(bases)}

@@ -35,12 +35,6 @@ class Target:
     def is_local(self) -> bool:
         return self.local is not None
 
-    def client(self, **kw):
-        """A :class:`~llmctl.launch.serve_api.ServeClient` of this cluster, sending its token."""
-        from llmctl.launch.serve_api import ServeClient
-
-        return ServeClient(self.dashboard_url, token=self.ray_token, **kw)
-
 
 def ray_token_for(dashboard_url: str, ray_token_env: str | None = None) -> str | None:
     """The Ray token to send to ``dashboard_url``: the local head's (from its

@@ -128,3 +128,40 @@ def key_for(app_config: Mapping, target) -> Optional[str]:
 
         local_env = head_environ(target.local)
     return api_key(app_config, local_env)
+
+
+def key_value(var: Optional[str], local=None, environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """The value of the key's variable here: this shell's, else the local head's
+    (``local``: its ClusterState) environment; None when neither has it."""
+    if not var:
+        return None
+    env = os.environ if environ is None else environ
+    if env.get(var, "").strip():
+        return env[var].strip()
+    if local is not None:
+        from llmctl.launch.cluster import head_environ
+
+        held = (head_environ(local) or {}).get(var, "").strip()
+        if held:
+            return held
+    return None
+
+
+def required_key(app_name: str, var: Optional[str], local=None, flag_var: Optional[str] = None) -> Optional[str]:
+    """The key to send to an app: ``flag_var``'s value when given, else the
+    app's own variable (:func:`key_value`); raises UsageError when the app
+    needs a key and none is found, or ``flag_var`` is unset."""
+    from llmctl.errors import param
+
+    if flag_var:
+        value = os.environ.get(flag_var, "").strip()
+        if not value:
+            raise UsageError(f"{param('api_key_env')} {flag_var}: the environment variable is not set", param="api_key_env")
+        return value
+    if not var:
+        return None
+    value = key_value(var, local)
+    if value is None:
+        raise UsageError(f"application {app_name!r} requires an API key from ${var}, which is not set here: export "
+                         f"{var}=... (or name another variable with {param('api_key_env')})", param="api_key_env")
+    return value

@@ -493,6 +493,7 @@ def _result(apps, client, target, prepared, elapsed, running, started) -> UpResu
         pooling=dict(prepared.pooling),
         elapsed=elapsed,
         running=running,
+        api_key_env=next((a.api_key_env for a in apps if a.api_key_env), None),
         local=target.is_local,
         cluster_started=started,
     )

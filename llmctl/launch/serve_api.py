@@ -33,7 +33,7 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)
 
 from llmctl.errors import ClusterUnreachable, DeployFailed, LlmctlError, RequestTimeout
-from llmctl.builders import app_llm_configs
+from llmctl.builders import app_llm_configs, key_settings
 from llmctl.secrets import literal_secret
 
 APPS_PATH = "/api/serve/applications/"
@@ -285,6 +285,8 @@ class AppSummary:
     model_ids: list[str]
     endpoint: str | None
     deployments: list[DeploymentSummary]
+    api_key_env: str | None = None  # the app's API key variable (llmctl's API-key ingress), never the key
+    api_key_file: str | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -349,6 +351,7 @@ def summarize(status: dict, dashboard_url: str) -> list[AppSummary]:
                 )
             )
         route = app.get("route_prefix")
+        keyed = key_settings(app.get("deployed_app_config") or {})
         apps.append(
             AppSummary(
                 name=name,
@@ -358,6 +361,8 @@ def summarize(status: dict, dashboard_url: str) -> list[AppSummary]:
                 model_ids=model_ids_of(app),
                 endpoint=endpoint_of(base, route),
                 deployments=deps,
+                api_key_env=(keyed or {}).get("api_key_env"),
+                api_key_file=(keyed or {}).get("api_key_file"),
             )
         )
     return apps
