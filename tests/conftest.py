@@ -87,6 +87,10 @@ RAY_HOME_TOKEN_EXISTED = RAY_HOME_TOKEN.exists()
 
 TEST_TOKEN_VAR = "LLMCTL_TEST_TOKEN"
 TEST_TOKEN = "hf_test_not_a_real_token_1234567890"
+# The endpoint API key of apps generated with --api-key-env (issue 22): in the head's
+# environment, as a head started by `llmctl up` from a shell with it exported has it.
+TEST_API_KEY_VAR = "LLMCTL_TEST_API_KEY"
+TEST_API_KEY = "llmctl-test-api-key-" + __import__("secrets").token_hex(16)
 
 
 @pytest.fixture(scope="session")
@@ -96,7 +100,9 @@ def ray_head(tmp_path_factory) -> RayHead:
     home = tmp_path_factory.mktemp("ray-head-home")
     old = os.environ.get("LLMCTL_HOME")
     old_token = os.environ.get(TEST_TOKEN_VAR)
+    old_key = os.environ.get(TEST_API_KEY_VAR)
     os.environ["LLMCTL_HOME"] = str(home)
+    os.environ[TEST_API_KEY_VAR] = TEST_API_KEY
     # The head holds a (fake) token variable, as a head started by `llmctl up`
     # from a shell with the token exported does: Ray fills ${VAR} from it.
     os.environ[TEST_TOKEN_VAR] = TEST_TOKEN
@@ -113,6 +119,7 @@ def ray_head(tmp_path_factory) -> RayHead:
     finally:
         _restore("LLMCTL_HOME", old)
         _restore(TEST_TOKEN_VAR, old_token)
+        _restore(TEST_API_KEY_VAR, old_key)
         for k, v in {**hub, **aws}.items():
             _restore(k, v)
     yield RayHead(home, state)

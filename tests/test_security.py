@@ -172,3 +172,163 @@ def test_remote_cluster_token_from_flag_or_rays_conventions(cluster_home, tmp_pa
     r = run_cli(capsys, "status", "--address", url, "--json")
     assert r.code in (0, 1) and r.json()["dashboard_url"] == url and r.json()["ray_token_file"] is None
     assert token not in r.out + r.err
+
+
+# --------------------------------------------------------------------------
+# part 2 without a cluster: the ingress's key check, gen-config, validate
+
+
+def _asgi_app():
+    fastapi = pytest.importorskip("fastapi")
+    app = fastapi.FastAPI()
+
+    @app.get("/v1/models")
+    def models():
+        return {"data": [{"id": "m"}]}
+
+    @app.post("/tokenize")
+    def tokenize():
+        return {"tokens": [1]}
+
+    return app
+
+
+@pytest.mark.engine  # the module imports Ray's OpenAiIngress, which imports vLLM (about a minute here)
+def test_ingress_key_check_refuses_every_path_without_the_key():
+    pytest.importorskip("fastapi")
+    from starlette.testclient import TestClient
+
+    from llmctl.launch.apikey import SOURCE_DIR
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("llmctl_apikey_under_test", SOURCE_DIR / "__init__.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # imports Ray's OpenAiIngress, as the replica does
+    app = _asgi_app()
+    app.add_middleware(mod.ApiKeyMiddleware, key=b"s3cret-key-0123456789")
+    c = TestClient(app)
+    for method, path in (("GET", "/v1/models"), ("POST", "/tokenize"), ("GET", "/docs"), ("GET", "/openapi.json"),
+                         ("POST", "/invocations"), ("GET", "/nope")):
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret-key-0123456789"},
+                        {"Authorization": "s3cret-key-0123456789"}):
+            r = c.request(method, path, headers=headers)
+            assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", (method, path, headers)
+            assert r.headers["www-authenticate"].startswith("Bearer")
+    ok = {"Authorization": "Bearer s3cret-key-0123456789"}
+    assert c.get("/v1/models", headers=ok).json() == {"data": [{"id": "m"}]}
+    assert c.post("/tokenize", headers={"authorization": "bearer s3cret-key-0123456789"}).status_code == 200
+    assert c.get("/nope", headers=ok).status_code == 404
+    # fail closed: no key on the node, no ingress
+    with pytest.raises(RuntimeError, match="refuses to start"):
+        mod.load_key("LLMCTL_SURELY_UNSET_VAR", "/nonexistent/key")
+    assert mod.load_key("LLMCTL_SURELY_UNSET_VAR", __file__)  # the file, when the variable is unset
+
+
+def test_ingress_module_imports_nothing_of_llmctl():
+    import ast
+
+    from llmctl.launch.apikey import SOURCE_DIR
+
+    tree = ast.parse((SOURCE_DIR / "__init__.py").read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not any(n.split(".")[0] == "llmctl" for n in names), names
+
+
+def test_package_is_deterministic_and_holds_the_module():
+    import io
+    import zipfile
+
+    from llmctl.launch import apikey
+
+    uri, data = apikey.package()
+    assert apikey.package() == (uri, data) and uri.startswith("gcs://_ray_pkg_") and uri.endswith(".zip")
+    names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+    assert "llmctl_apikey/__init__.py" in names
+
+
+def test_gen_config_api_key_env_writes_the_ingress_and_validates(capsys, tmp_path, config_model):
+    import yaml
+
+    r = run_cli(capsys, "gen-config", "--model", config_model, "--gpu", "cpu", "--yes", "--api-key-env", "MY_KEY",
+                "-o", tmp_path)
+    assert r.code == 0, r.err
+    serve = next(tmp_path.glob("serve_*.yaml"))
+    app = yaml.safe_load(serve.read_text())["applications"][0]
+    assert app["args"]["ingress_cls_config"] == {"ingress_cls": "llmctl_apikey:ApiKeyIngress",
+                                                 "ingress_extra_kwargs": {"api_key_env": "MY_KEY"}}
+    assert "export MY_KEY=" in r.out
+    assert run_cli(capsys, "validate", serve).code == 0
+    # no flag, no terminal: no key; a GPU app says so
+    r = run_cli(capsys, "gen-config", "--model", config_model, "--gpu", "L4", "--yes", "-o", tmp_path / "gpu")
+    assert r.code == 0 and "no API key" in r.err
+    assert "ingress_cls_config" not in next((tmp_path / "gpu").glob("serve_*.yaml")).read_text()
+    r = run_cli(capsys, "gen-config", "--model", config_model, "--gpu", "cpu", "--yes", "--api-key-env", "sk-live key",
+                "-o", tmp_path / "bad")
+    assert r.code == 2 and "--api-key-env" in r.err and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({}, "needs api_key_env"),
+    ({"api_key": "sk-123"}, "unknown argument"),
+    ({"api_key_env": "sk-live 123"}, "not an environment variable name"),
+    ({"api_key_file": "relative/key"}, "absolute path"),
+])
+def test_validate_knows_the_api_key_ingress(capsys, tmp_path, config_model, kwargs, fragment):
+    import yaml
+
+    assert run_cli(capsys, "gen-config", "--model", config_model, "--gpu", "cpu", "--yes", "--api-key-env", "K",
+                   "-o", tmp_path).code == 0
+    serve = next(tmp_path.glob("serve_*.yaml"))
+    data = yaml.safe_load(serve.read_text())
+    data["applications"][0]["args"]["ingress_cls_config"]["ingress_extra_kwargs"] = kwargs
+    serve.write_text(yaml.safe_dump(data))
+    r = run_cli(capsys, "validate", serve, "--json")
+    assert r.code == 2, r.err
+    found = r.json()["diagnostics"]
+    assert any(d["code"] == "api-key" and fragment in d["message"] for d in found), found
+
+
+# --------------------------------------------------------------------------
+# part 4: KubeRay
+
+
+def test_kuberay_manifest_mounts_the_api_key_from_the_secret(capsys, tmp_path):
+    import yaml
+
+    from llmctl.launch.apikey import SOURCE_DIR
+
+    r = run_cli(capsys, "gen-config", "--model", "qwen2.5-7b-instruct", "--gpu", "L4", "--yes", "--kuberay",
+                "--api-key-secret", "llm-api-key:key", "-o", tmp_path)
+    assert r.code == 0, r.err
+    manifest = next(tmp_path.glob("rayservice_*.yaml"))
+    v = run_cli(capsys, "validate", manifest)
+    assert v.code == 0, v.out + v.err
+    docs = list(yaml.safe_load_all(manifest.read_text()))
+    cm, rs = docs
+    assert cm["kind"] == "ConfigMap" and cm["data"]["__init__.py"] == (SOURCE_DIR / "__init__.py").read_text()
+    serve = yaml.safe_load(rs["spec"]["serveConfigV2"])
+    icc = serve["applications"][0]["args"]["ingress_cls_config"]
+    assert icc["ingress_cls"] == "llmctl_apikey:ApiKeyIngress"
+    key_file = icc["ingress_extra_kwargs"]["api_key_file"]
+    groups = [rs["spec"]["rayClusterConfig"]["headGroupSpec"], *rs["spec"]["rayClusterConfig"]["workerGroupSpecs"]]
+    for g in groups:
+        spec = g["template"]["spec"]
+        c = spec["containers"][0]
+        mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+        vols = {v["name"]: v for v in spec["volumes"]}
+        key_mount = next(m for p, m in mounts.items() if key_file.startswith(p + "/"))
+        assert key_mount["readOnly"] and vols[key_mount["name"]]["secret"]["secretName"] == "llm-api-key"
+        assert vols[key_mount["name"]]["secret"]["items"] == [{"key": "key", "path": key_file.rsplit("/", 1)[1]}]
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        module_mount = next(m for p, m in mounts.items() if p == env["PYTHONPATH"] + "/llmctl_apikey")
+        assert vols[module_mount["name"]]["configMap"]["name"] == cm["metadata"]["name"]
+        assert not any("KEY" in n and n != "PYTHONPATH" for n in env)  # the key is never in the environment
+    # a keyed serve file without a Secret: refused, naming the flag
+    keyed = tmp_path / "keyed"
+    assert run_cli(capsys, "gen-config", "--model", "qwen2.5-7b-instruct", "--gpu", "L4", "--yes", "--api-key-env", "K",
+                   "-o", keyed).code == 0
+    r = run_cli(capsys, "kuberay", next(keyed.glob("serve_*.yaml")), "-o", "-")
+    assert r.code == 2 and "--api-key-secret" in r.err
+    r = run_cli(capsys, "kuberay", next(keyed.glob("serve_*.yaml")), "-o", "-", "--api-key-secret", "no-colon")
+    assert r.code == 2 and "--api-key-secret" in r.err and "NAME:KEY" in r.err

@@ -11,7 +11,7 @@ from typing_extensions import Annotated
 
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, warn
-from llmctl.cli.options import (GPU_HELP, ForceOpt, GpusPerNodeOpt, HfSecretOpt, ImageOpt, Multi, NodeSelectorOpt,
+from llmctl.cli.options import (GPU_HELP, ApiKeySecretOpt, ForceOpt, GpusPerNodeOpt, HfSecretOpt, ImageOpt, Multi, NodeSelectorOpt,
                                 OutputDirOpt, UpgradeStrategyOpt, YesOpt, complete_gpu, complete_model)
 
 
@@ -57,6 +57,7 @@ def gen_config_cmd(
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", metavar="NAME", help="Require an API key on the endpoint (401 without 'Authorization: Bearer <key>' on every route): NAME of the environment variable holding it on the cluster's nodes. Never the key. In a terminal it is asked (default on for GPUs).")] = None,
     kuberay: Annotated[bool, typer.Option("--kuberay", help="Also write rayservice_<timestamp>.yaml: a KubeRay RayService of the same app (see llmctl kuberay).")] = False,
     hf_secret: HfSecretOpt = None,
+    api_key_secret: ApiKeySecretOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
     node_selector: NodeSelectorOpt = "none",
     image: ImageOpt = None,
@@ -109,11 +110,11 @@ def gen_config_cmd(
         from llmctl.kuberay.manifest import KubeOptions
 
         gen, kube_notes = G.with_kuberay(gen, KubeOptions(gpus_per_node=gpus_per_node or [], node_selector=node_selector,
-                                                          hf_secret=hf_secret, image=image,
+                                                          hf_secret=hf_secret, api_key_secret=api_key_secret, image=image,
                                                           upgrade_strategy=upgrade_strategy))
-    elif hf_secret or gpus_per_node or image or node_selector != "none" or upgrade_strategy != "NewCluster":
-        raise UsageError("--hf-secret, --gpus-per-node, --node-selector, --image and --upgrade-strategy shape the "
-                         "KubeRay manifest: add --kuberay")
+    elif hf_secret or api_key_secret or gpus_per_node or image or node_selector != "none" or upgrade_strategy != "NewCluster":
+        raise UsageError("--hf-secret, --api-key-secret, --gpus-per-node, --node-selector, --image and --upgrade-strategy "
+                         "shape the KubeRay manifest: add --kuberay")
     for m in spec.models:
         problem = G.fit_problem(m)
         if problem:

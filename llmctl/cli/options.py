@@ -87,6 +87,9 @@ NodeSelectorOpt = Annotated[str, typer.Option(
 HfSecretOpt = Annotated[Optional[str], typer.Option(
     "--hf-secret", metavar="NAME:KEY",
     help="Kubernetes Secret (and key) holding the Hugging Face token, mounted as a file on every pod (HF_TOKEN_PATH). Never the token.")]
+ApiKeySecretOpt = Annotated[Optional[str], typer.Option(
+    "--api-key-secret", metavar="NAME:KEY",
+    help="Kubernetes Secret (and key) holding the endpoint's API key, mounted as a file on every pod; the app gets llmctl's API-key ingress (401 without the key). Never the key.")]
 ImageOpt = Annotated[Optional[str], typer.Option(
     "--image", metavar="IMAGE", help="Container image (default rayproject/ray-llm:<Ray version>-py311-cu128).")]
 UpgradeStrategyOpt = Annotated[str, typer.Option(

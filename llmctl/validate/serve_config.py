@@ -212,11 +212,7 @@ def _check_apikey_ingress(icc: dict, sink, loc: tuple) -> None:
 
     kw = icc.get("ingress_extra_kwargs")
     kloc = loc + ("ingress_extra_kwargs",)
-    if not isinstance(kw, dict) or not any(kw.get(k) for k in builders.APIKEY_KWARGS):
-        sink.add(kloc if isinstance(kw, dict) else loc, f"{builders.INGRESS_CLS} needs api_key_env (the name of the "
-                 "environment variable holding the key on the cluster's nodes) or api_key_file (a file there)", code="api-key")
-        return
-    for k, v in kw.items():
+    for k, v in (kw.items() if isinstance(kw, dict) else ()):
         if k not in builders.APIKEY_KWARGS:
             sink.add(kloc + (k,), f"unknown argument; {builders.INGRESS_CLS} takes {', '.join(builders.APIKEY_KWARGS)} "
                      "(where the key is, never the key itself)", code="api-key")
@@ -227,3 +223,6 @@ def _check_apikey_ingress(icc: dict, sink, loc: tuple) -> None:
                      code="api-key")
         elif k == "api_key_file" and not v.startswith("/"):
             sink.add(kloc + (k,), f"{v!r}: an absolute path on the cluster's nodes", code="api-key")
+    if not isinstance(kw, dict) or not any(kw.get(k) for k in builders.APIKEY_KWARGS):
+        sink.add(kloc if isinstance(kw, dict) else loc, f"{builders.INGRESS_CLS} needs api_key_env (the name of the "
+                 "environment variable holding the key on the cluster's nodes) or api_key_file (a file there)", code="api-key")
