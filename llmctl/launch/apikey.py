@@ -165,3 +165,20 @@ def required_key(app_name: str, var: Optional[str], local=None, flag_var: Option
         raise UsageError(f"application {app_name!r} requires an API key from ${var}, which is not set here: export "
                          f"{var}=... (or name another variable with {param('api_key_env')})", param="api_key_env")
     return value
+
+
+def deliver_steps(config: dict, client, target) -> Iterator:
+    """:func:`deliver`, as ``up``'s progress steps; on a cluster llmctl did not
+    start, a reminder that its nodes must hold the key's variable."""
+    from llmctl.launch.events import Step
+
+    uri = deliver(config, client)
+    if uri is None:
+        return
+    yield Step(f"API-key ingress ({INGRESS_CLS}) uploaded to the cluster as {uri} (runtime_env py_modules)")
+    if target.local is None:
+        names = sorted({kw["api_key_env"] for _, kw in keyed_apps(config) if kw.get("api_key_env")})
+        if names:
+            yield Step(f"note: the ingress reads {', '.join('$' + n for n in names)} from the environment of the node it "
+                       "runs on (set it on every node; llmctl cannot check it from here) — without it the ingress "
+                       "refuses to start")

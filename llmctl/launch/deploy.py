@@ -432,8 +432,7 @@ def iter_up(
             yield from _preflight_steps(prepared, client, target)
         from llmctl.launch import apikey
 
-        if (uri := apikey.deliver(prepared.config, client)) is not None:
-            yield Step(f"API-key ingress ({apikey.INGRESS_CLS}) uploaded to the cluster as {uri} (runtime_env py_modules)")
+        yield from apikey.deliver_steps(prepared.config, client, target)
         stale, t_deploy = yield from _deploy_steps(prepared, client, target, http_host)
         if not wait:
             apps = [a for a in summarize(client.status(), client.url) if a.name in prepared.app_names]
