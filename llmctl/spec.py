@@ -273,16 +273,6 @@ def parse_app_name(text: str) -> str:
     return s
 
 
-def parse_env_name(text: str) -> str:
-    """An environment variable's name (the API key's variable: never the key)."""
-    import re
-
-    name = (text or "").strip()
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        raise ValueError(f"{name!r} is not an environment variable name (give the variable's NAME, never the key)")
-    return name
-
-
 def parse_route_prefix(text: str) -> str:
     s = str(text).strip()
     if not s.startswith("/"):

@@ -100,24 +100,41 @@ def _dashboard_from_ray(addr: str, hostport: str, connect_timeout: float = 5.0, 
         socket.create_connection((host.strip("[]"), int(port)), timeout=connect_timeout).close()
     except OSError as e:
         raise ClusterUnreachable(f"no Ray cluster answers at {hostport} ({e.strerror or e})")
-    try:
-        from ray.dashboard.utils import get_address_for_submission_client  # heavy: only here
-    except ImportError as e:  # pragma: no cover
-        raise UsageError(f"{param('address')} {addr!r}: pass the dashboard URL (http://HOST:PORT) ({e})", param="address")
     # Ray's lookup prefers RAY_ADDRESS / RAY_API_SERVER_ADDRESS over its argument: the flag wins here.
     saved = {k: os.environ.pop(k) for k in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN")
              if k in os.environ}
-    if token:  # a token-auth GCS refuses clients without it; for this call only
+    if token:  # a token-auth GCS refuses clients without it: set before Ray reads its config, for this call only
         os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token})
     try:
-        url = get_address_for_submission_client(addr)
-    except Exception as e:  # noqa: BLE001 - ray raises many kinds here
-        raise ClusterUnreachable(f"no Ray cluster answers at {addr} ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
+        try:
+            from ray.dashboard.utils import get_address_for_submission_client  # heavy: only here
+        except ImportError as e:  # pragma: no cover
+            raise UsageError(f"{param('address')} {addr!r}: pass the dashboard URL (http://HOST:PORT) ({e})", param="address")
+        if token:
+            _refresh_ray_auth()
+        try:
+            url = get_address_for_submission_client(addr)
+        except Exception as e:  # noqa: BLE001 - ray raises many kinds here
+            if "InvalidAuthToken" in str(e) or "authentication token" in str(e).lower():
+                raise raytoken.auth_error(addr, 401, bool(token)) from None
+            raise ClusterUnreachable(f"no Ray cluster answers at {addr} ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
     finally:
         for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):
             os.environ.pop(k, None)
         os.environ.update(saved)
     return _normalize_http(url if "://" in url else "http://" + url)
+
+
+def _refresh_ray_auth() -> None:
+    """Make an already imported Ray read RAY_AUTH_MODE / RAY_AUTH_TOKEN again
+    (what Ray's own ``_enable_token_auth`` does); best effort."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+    except Exception:  # noqa: BLE001 - an older or newer Ray: the environment alone must do
+        pass
 
 
 def no_cluster_message(url: str | None = None) -> str:
