@@ -30,7 +30,7 @@ import importlib.util
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from llmctl.sources import path_probe
 
@@ -269,3 +269,37 @@ def get_in(data: Any, path: tuple) -> Any:
 
 def set_in(data: Any, path: tuple, value: Any) -> None:
     get_in(data, path[:-1])[path[-1]] = value
+
+
+# --------------------------------------------------------------------------
+# llmctl's API-key ingress (issue 22), named in args.ingress_cls_config
+
+APIKEY_MODULE = "llmctl_apikey"
+INGRESS_CLS = f"{APIKEY_MODULE}:ApiKeyIngress"  # llmctl's API-key ingress (llmctl/cluster_modules, launch/apikey.py)
+APIKEY_KWARGS = ("api_key_env", "api_key_file")
+
+
+def ingress_cls_config(api_key_env: Optional[str] = None, api_key_file: Optional[str] = None) -> dict:
+    kw = {k: v for k, v in (("api_key_env", api_key_env), ("api_key_file", api_key_file)) if v}
+    return {"ingress_cls": INGRESS_CLS, "ingress_extra_kwargs": kw}
+
+
+def is_apikey_ingress(icc: Any) -> bool:
+    return isinstance(icc, dict) and isinstance(icc.get("ingress_cls"), str) and \
+        icc["ingress_cls"].replace(".ApiKeyIngress", ":ApiKeyIngress") == INGRESS_CLS
+
+
+def key_settings(app: Mapping) -> Optional[dict]:
+    """The app's ``ingress_extra_kwargs`` when it uses llmctl's API-key ingress, else None."""
+    args = app.get("args") if isinstance(app, Mapping) else None
+    icc = args.get("ingress_cls_config") if isinstance(args, dict) else None
+    if not is_apikey_ingress(icc):
+        return None
+    kw = icc.get("ingress_extra_kwargs")
+    return dict(kw) if isinstance(kw, dict) else {}
+
+
+def keyed_apps(config: Mapping) -> Iterator[tuple[dict, dict]]:
+    for app in config.get("applications") or []:
+        if isinstance(app, dict) and (kw := key_settings(app)) is not None:
+            yield app, kw

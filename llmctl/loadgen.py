@@ -225,7 +225,7 @@ async def _one(client: httpx.AsyncClient, s: BenchSettings, seed: int) -> Reques
 
 async def _run(s: BenchSettings, stop: threading.Event, sample: Optional[Callable[[], list[ReplicaSample]]],
                on_progress: Optional[Callable[["BenchResult"], None]], interval: float,
-               cpu_seconds: Optional[Callable[[], float]] = None) -> BenchResult:
+               cpu_seconds: Optional[Callable[[], float]] = None, headers: Optional[dict] = None) -> BenchResult:
     res = BenchResult(s, [], 0.0)
     sent = 0
     inflight = 0
@@ -238,7 +238,8 @@ async def _run(s: BenchSettings, stop: threading.Event, sample: Optional[Callabl
             return sent < s.requests
         return time.perf_counter() - t0 < (s.duration or 0)
 
-    async with httpx.AsyncClient(timeout=httpx.Timeout(600, connect=10), limits=limits, trust_env=False) as client:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(600, connect=10), limits=limits, trust_env=False,
+                                 headers=headers or {}) as client:  # headers: the app's API key, never in BenchSettings
         t0 = time.perf_counter()  # the run's clock starts once the client is ready
         cpu0 = cpu_seconds() if cpu_seconds else None
 
@@ -338,6 +339,14 @@ def _cpu_probe(dashboard: Optional[str]):
     return local_cpu_seconds(dashboard) if dashboard else None
 
 
+def dashboard_headers(dashboard: Optional[str]) -> dict:
+    """The Ray token header for ``dashboard`` (the local head's, or a remote cluster's)."""
+    from llmctl.launch import raytoken
+    from llmctl.launch.address import ray_token_for
+
+    return raytoken.headers(ray_token_for(dashboard)) if dashboard else {}
+
+
 def replica_sampler(dashboard_url: str, app: str) -> Callable[[], list[ReplicaSample]]:
     """Each LLM deployment's RUNNING / target replicas of ``app``, from Serve's REST API."""
     from llmctl.launch.serve_api import ServeClient, summarize
@@ -356,14 +365,31 @@ def replica_sampler(dashboard_url: str, app: str) -> Callable[[], list[ReplicaSa
     return sample
 
 
-def resolve_endpoint(app: Optional[str], model: Optional[str], url: Optional[str], address: Optional[str]):
+def endpoint_headers(app: Optional[str], url: Optional[str], address: Optional[str],
+                     api_key_env: Optional[str] = None) -> dict:
+    """The ``Authorization`` header for the endpoint: the key in ``api_key_env``,
+    else (an app found through status) the key of the app's own variable."""
+    from llmctl.launch import apikey
+
+    if url or api_key_env:
+        return apikey.headers(apikey.required_key(app or "", None, flag_var=api_key_env))
+    _, _, _, _, summary, local = _endpoint_app(app, None, address)
+    return apikey.headers(apikey.required_key(summary.name, summary.api_key_env, local))
+
+
+def resolve_endpoint(app: Optional[str], model: Optional[str], url: Optional[str], address: Optional[str],
+                     headers: Optional[dict] = None):
     """(endpoint base URL ending in /v1, model id, dashboard URL or None, app name or None)."""
     if url:
         base = url.rstrip("/")
         base = base if base.endswith("/v1") else base + "/v1"
         if model is None:
             try:
-                listed = httpx.get(base + "/models", timeout=10, trust_env=False).json().get("data") or []
+                r = httpx.get(base + "/models", timeout=10, trust_env=False, headers=headers or {})
+                if r.status_code in (401, 403):
+                    raise UsageError(f"{param('url')}: {base}/models answered HTTP {r.status_code}: the endpoint requires an "
+                                     f"API key; name the variable holding it with {param('api_key_env')}", param="api_key_env")
+                listed = r.json().get("data") or []
             except (httpx.HTTPError, ValueError) as e:
                 raise UsageError(f"{param('url')}: {base}/models did not answer ({type(e).__name__}); pass {param('model')}",
                                  param="url") from None
@@ -371,7 +397,12 @@ def resolve_endpoint(app: Optional[str], model: Optional[str], url: Optional[str
                 raise UsageError(f"{param('url')}: {base}/models lists no model; pass {param('model')}", param="url")
             model = listed[0]["id"]
         return base, model, None, app
+    return _endpoint_app(app, model, address)[:4]
+
+
+def _endpoint_app(app: Optional[str], model: Optional[str], address: Optional[str]):
     from llmctl.launch import status
+    from llmctl.launch.cluster import running_state
 
     rep = status(address)
     apps = [a for a in rep.apps if app is None or a.name == app]
@@ -393,7 +424,7 @@ def resolve_endpoint(app: Optional[str], model: Optional[str], url: Optional[str
     if a.model_ids and chosen not in a.model_ids and chosen.split(":", 1)[0] not in a.model_ids:
         raise UsageError(f"{param('model')}: {chosen!r} is not served by {a.name!r} (models: {', '.join(a.model_ids)})",
                          param="model")
-    return a.endpoint, chosen, rep.dashboard_url, a.name
+    return a.endpoint, chosen, rep.dashboard_url, a.name, a, (running_state() if rep.local else None)
 
 
 def bench(
@@ -413,6 +444,7 @@ def bench(
     interval: float = 2.0,
     rate: Optional[float] = None,
     seed: int = 0,
+    api_key_env: Optional[str] = None,
 ) -> BenchResult:
     """Load an app's OpenAI endpoint (found through status, or ``url``) and
     return what was measured, with the replica timeline. ``requests`` or
@@ -428,11 +460,12 @@ def bench(
         raise UsageError(f"{param('duration')}: must be a positive number of seconds (got {duration:g})", param="duration")
     if requests is None and duration is None:
         requests = 5 * concurrency
-    base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address)
+    headers = endpoint_headers(app, url, address, api_key_env)
+    base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address, headers)
     settings = BenchSettings(base, chosen, concurrency, requests, duration, prompt_tokens, max_tokens, stream, rate, seed)
     sample = replica_sampler(dashboard, app_name) if dashboard and app_name else None
     cpu = _cpu_probe(dashboard)
-    return asyncio.run(_run(settings, stop or threading.Event(), sample, on_progress, interval, cpu))
+    return asyncio.run(_run(settings, stop or threading.Event(), sample, on_progress, interval, cpu, headers))
 
 
 def sweep(
@@ -451,6 +484,7 @@ def sweep(
     on_step: Optional[Callable[[int, BenchResult], None]] = None,
     on_progress: Optional[Callable[[BenchResult], None]] = None,
     interval: float = 2.0,
+    api_key_env: Optional[str] = None,
 ) -> dict[str, Any]:
     """``bench --sweep``: each step of ``steps`` (llmctl.perf.slo.Sweep:
     concurrencies or request rates) held for ``duration`` seconds, one after
@@ -465,7 +499,8 @@ def sweep(
     for name, v in (("prompt_tokens", prompt_tokens), ("max_tokens", max_tokens)):
         if v is None or v < 1:
             raise UsageError(f"{param(name)}: must be a positive integer (got {v})", param=name)
-    base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address)
+    headers = endpoint_headers(app, url, address, api_key_env)
+    base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address, headers)
     sample = replica_sampler(dashboard, app_name) if dashboard and app_name else None
     cpu = _cpu_probe(dashboard)
     stop = stop or threading.Event()
@@ -480,7 +515,7 @@ def sweep(
         conc = int(v) if steps.mode == "concurrency" else max_concurrency
         st = BenchSettings(base, chosen, conc, None, duration, prompt_tokens, max_tokens, True,
                            float(v) if steps.mode == "rate" else None, i)
-        res = asyncio.run(_run(st, stop, sample, on_progress, interval, cpu))
+        res = asyncio.run(_run(st, stop, sample, on_progress, interval, cpu, headers))
         summ = res.summary()
         step = {"index": i, "mode": steps.mode, "value": v, "concurrency": conc if steps.mode == "concurrency" else None,
                 "rate": float(v) if steps.mode == "rate" else None, "t0": round(offset, 2), "summary": summ,
@@ -503,7 +538,7 @@ def sweep(
         "started": started, "ended": time.time(), "interrupted": stop.is_set(),
         "slo": slo.to_json() if slo is not None else None,
         "steps": out_steps, "replicas": timeline, "inflight": inflight,
-        "provenance": provenance(dashboard, app_name),
+        "provenance": provenance(dashboard, app_name, dashboard_headers(dashboard)),
     }
     if slo is not None:
         result["max_rate_within_slo"] = max_rate_within(out_steps, slo)

@@ -132,6 +132,10 @@ def serve_config_dict(spec: DeploymentSpec, model_config_paths: list[Path]) -> d
     ingress = ingress_config(spec)
     if ingress:
         args["ingress_deployment_config"] = ingress
+    if spec.api_key_env:  # llmctl's API-key ingress: the key's variable, never the key
+        from llmctl.builders import ingress_cls_config as apikey_ingress
+
+        args["ingress_cls_config"] = apikey_ingress(spec.api_key_env)
     app: dict[str, Any] = {"name": spec.app_name, "route_prefix": spec.route_prefix, "import_path": SERVE_IMPORT_PATH}
     # LoRA store settings go on the application, by reference: Serve merges them into every deployment,
     # the LLM server's (which downloads adapters) and the ingress's (whose /v1/models lists them).
@@ -239,6 +243,11 @@ def render_spec(spec: DeploymentSpec, output_dir: Path, *, now: Optional[datetim
     data = serve_config_dict(spec, [d.path for d in docs])
     ingress_note = comment_lines(f"Ingress autoscaling: {spec.ingress.basis}; Ray Serve LLM's default is one ingress "
                                  "replica, a bottleneck at high concurrency." if spec.ingress else "")
+    if spec.api_key_env:
+        ingress_note += comment_lines(f"API key: every request needs 'Authorization: Bearer ${spec.api_key_env}' (401 "
+                                      f"without it). The replicas read ${spec.api_key_env} from their node's environment "
+                                      "(export it before `llmctl up` starts a local head); `llmctl up` ships the "
+                                      "ingress module (runtime_env py_modules).")
     text = render_template("serve_config.yaml.j2", data, app=data["applications"][0], path=str(serve_path),
                            ingress_note=ingress_note)
     docs.append(Rendered(serve_path, text, data))

@@ -384,6 +384,8 @@ class DeploymentSpec:
     http_port: int = 8000
     # Autoscaling of the OpenAiIngress deployment (None: Ray's single replica).
     ingress: Optional[sizing.IngressScaling] = None
+    # The environment variable holding the endpoint's API key (llmctl's API-key ingress); None: no key.
+    api_key_env: Optional[str] = None
 
     def check(self) -> None:
         if not self.models:
@@ -396,6 +398,8 @@ class DeploymentSpec:
             seen[m.model_id] = i
         parse_app_name(self.app_name)
         parse_route_prefix(self.route_prefix)
+        if self.api_key_env is not None:
+            parse_env_name(self.api_key_env)
 
 
 def is_bucket(source: str) -> bool:

@@ -5,7 +5,8 @@
   not ask for.
 - ``ray_head`` (session): a private Ray head started through
   :mod:`llmctl.cluster` (own free ports, own short temp dir, 127.0.0.1,
-  ``RAY_AUTH_MODE=disabled``), stopped by PID at the end of the session; the
+  token authentication on with its own token: ``ray_head.headers`` carries
+  it for raw dashboard calls), stopped by PID at the end of the session; the
   fixture checks that no process of it is left.
 - ``cluster_home`` (function): points ``LLMCTL_HOME`` at that head's state, so
   ``llmctl status/up/logs/down`` in the test talk to it.
@@ -74,9 +75,22 @@ class RayHead:
     def http(self) -> str:
         return f"http://127.0.0.1:{self.state.serve_http_port}"
 
+    @property
+    def headers(self) -> dict:
+        """The head's Ray token as a header, for raw calls to its dashboard."""
+        return {"Authorization": f"Bearer {self.state.ray_token}"}
+
+
+# Ray's default token file: a head started by llmctl neither reads nor writes it (issue 22)
+RAY_HOME_TOKEN = Path.home() / ".ray" / "auth_token"
+RAY_HOME_TOKEN_EXISTED = RAY_HOME_TOKEN.exists()
 
 TEST_TOKEN_VAR = "LLMCTL_TEST_TOKEN"
 TEST_TOKEN = "hf_test_not_a_real_token_1234567890"
+# The endpoint API key of apps generated with --api-key-env (issue 22): in the head's
+# environment, as a head started by `llmctl up` from a shell with it exported has it.
+TEST_API_KEY_VAR = "LLMCTL_TEST_API_KEY"
+TEST_API_KEY = "llmctl-test-api-key-" + __import__("secrets").token_hex(16)
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +100,9 @@ def ray_head(tmp_path_factory) -> RayHead:
     home = tmp_path_factory.mktemp("ray-head-home")
     old = os.environ.get("LLMCTL_HOME")
     old_token = os.environ.get(TEST_TOKEN_VAR)
+    old_key = os.environ.get(TEST_API_KEY_VAR)
     os.environ["LLMCTL_HOME"] = str(home)
+    os.environ[TEST_API_KEY_VAR] = TEST_API_KEY
     # The head holds a (fake) token variable, as a head started by `llmctl up`
     # from a shell with the token exported does: Ray fills ${VAR} from it.
     os.environ[TEST_TOKEN_VAR] = TEST_TOKEN
@@ -103,6 +119,7 @@ def ray_head(tmp_path_factory) -> RayHead:
     finally:
         _restore("LLMCTL_HOME", old)
         _restore(TEST_TOKEN_VAR, old_token)
+        _restore(TEST_API_KEY_VAR, old_key)
         for k, v in {**hub, **aws}.items():
             _restore(k, v)
     yield RayHead(home, state)
@@ -113,6 +130,8 @@ def ray_head(tmp_path_factory) -> RayHead:
         _restore("LLMCTL_HOME", old)
     assert not res.remaining, f"processes of the test cluster survived: {res.remaining}"
     assert not cluster.session_pids(state.pid)
+    assert RAY_HOME_TOKEN_EXISTED or not RAY_HOME_TOKEN.exists(), "a Ray token was left in ~/.ray/auth_token"
+    assert not Path(state.ray_token_file).exists(), "the head's Ray token file outlived it"
 
 
 def _restore(name: str, value: str | None) -> None:

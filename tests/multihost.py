@@ -41,7 +41,10 @@ def _used_subnets() -> set[int]:
 class TwoHosts:
     GCS_PORT, DASHBOARD_PORT = 6379, 8265  # free inside fresh namespaces
 
-    def __init__(self) -> None:
+    def __init__(self, ray_token: str | None = None) -> None:
+        """``ray_token``: start both nodes with Ray's token authentication, the token
+        in a 0600 file named by RAY_AUTH_TOKEN_PATH (issue 22)."""
+        self.ray_token = ray_token
         self.tag = f"{os.getpid() % 10000:04d}{random.randint(0, 99):02d}"
         free = sorted(set(range(1, 255)) - _used_subnets())
         self.net = f"10.77.{random.choice(free)}"
@@ -51,6 +54,15 @@ class TwoHosts:
         self.tmp = Path(tempfile.mkdtemp(prefix="lmh-", dir="/tmp"))
         self.procs: dict[str, subprocess.Popen] = {}
         self.made: list[tuple[str, str]] = []  # ("netns"|"link", name) to delete
+        self.token_file = self.tmp / "ray-token"
+        if ray_token:
+            fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.write(fd, ray_token.encode())
+            os.close(fd)
+
+    @property
+    def headers(self) -> dict:
+        return {"Authorization": f"Bearer {self.ray_token}"} if self.ray_token else {}
 
     @property
     def dashboard_url(self) -> str:
@@ -88,6 +100,9 @@ class TwoHosts:
         env.update({"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
                     "PATH": os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")})
         env.pop("RAY_ADDRESS", None)
+        env.pop("RAY_AUTH_TOKEN", None)
+        if self.ray_token:
+            env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token_file)})
         env.update(extra or {})
         return env
 
@@ -101,11 +116,12 @@ class TwoHosts:
              "--disable-usage-stats", "--log-style", "record", *args],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self._env(env), start_new_session=True)
 
-    def start_head(self, num_cpus: int = 2) -> None:
+    def start_head(self, num_cpus: int = 2, env: dict | None = None) -> None:
         self._start("head", ["--head", "--node-ip-address", self.head_ip, "--port", str(self.GCS_PORT),
                              "--dashboard-host", self.head_ip, "--dashboard-port", str(self.DASHBOARD_PORT),
-                             "--num-cpus", str(num_cpus), "--num-gpus", "0"], None)
-        self._wait(lambda: httpx.get(f"{self.dashboard_url}/api/version", timeout=2).status_code == 200, "head dashboard", 120)
+                             "--num-cpus", str(num_cpus), "--num-gpus", "0"], env)
+        self._wait(lambda: httpx.get(f"{self.dashboard_url}/api/version", timeout=2, headers=self.headers).status_code == 200,
+                   "head dashboard", 120)
 
     def start_worker(self, resources: dict[str, float], num_cpus: int = 3, env: dict | None = None) -> None:
         self._start("worker", ["--address", f"{self.head_ip}:{self.GCS_PORT}", "--node-ip-address", self.worker_ip,
@@ -113,7 +129,7 @@ class TwoHosts:
         self._wait(lambda: len(self.alive_nodes()) == 2, "worker node ALIVE", 120)
 
     def alive_nodes(self) -> list[str]:
-        data = httpx.get(f"{self.dashboard_url}/api/v0/nodes?detail=1", timeout=5).json()
+        data = httpx.get(f"{self.dashboard_url}/api/v0/nodes?detail=1", timeout=5, headers=self.headers).json()
         return [n["node_ip"] for n in data["data"]["result"]["result"] if n.get("state") == "ALIVE"]
 
     def _wait(self, ok, what: str, timeout: float) -> None:

@@ -335,7 +335,8 @@ def test_down_cluster_stops_head_by_pid(llmctl_home, monkeypatch):
         import httpx
 
         assert "--num-gpus" not in psutil.Process(state.pid).cmdline() and state.num_gpus is None
-        nodes = httpx.get(state.dashboard_url + "/nodes?view=summary", timeout=10, trust_env=False).json()
+        nodes = httpx.get(state.dashboard_url + "/nodes?view=summary", timeout=10, trust_env=False,
+                          headers={"Authorization": f"Bearer {state.ray_token}"}).json()
         totals = [n["raylet"]["resourcesTotal"] for n in nodes["data"]["summary"]]
         assert totals and all("GPU" not in t and t["CPU"] == 1 for t in totals), totals  # Ray found none on this CPU box
         link = Path(state.temp_dir, "hf-token")
@@ -368,6 +369,7 @@ def test_down_cluster_stops_head_by_pid(llmctl_home, monkeypatch):
     assert not (llmctl_home / "cluster.json").exists()
     assert not Path(state.temp_dir).exists()
     assert tokens.read(state.pid, state.token_fd) is None  # the token lived in memory only, and is gone
+    assert state.ray_token_file and not Path(state.ray_token_file).exists()  # issue 22: the Ray token file goes with the head
     # nothing left to stop: idempotent, exit 0, says so
     p = subprocess.run([sys.executable, "-m", "llmctl", "down", "--cluster"], capture_output=True, text=True,
                        stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip

@@ -80,6 +80,10 @@ def test_interactive_flow_matches_flags(capsys, tmp_path):
     c.send(ENTER)
     c.expect("Route prefix")
     c.send(ENTER)
+    c.expect("Require an API key on the endpoint .* anyone who reaches the endpoint uses the GPUs")
+    c.send(ENTER)                   # default for a GPU app: yes (issue 22)
+    c.expect("Environment variable holding the key")
+    c.send(ENTER)                   # default: LLMCTL_API_KEY
     c.expect("Write 2 files")
     c.send("y")
     c.expect("Wrote:")
@@ -91,7 +95,7 @@ def test_interactive_flow_matches_flags(capsys, tmp_path):
     r = run_cli(capsys, "gen-config", "-m", "qwen3-0.6b", "--model-id", "qwen3-0.6b", "--gpu", "A10G",
                 "--max-model-len", "32768", "--tp", "2", "--min-replicas", "2", "--max-replicas", "4",
                 "--no-fast-download", "--tool-calling", "--reasoning", "--app-name", "llm_app", "--route-prefix", "/",
-                "--yes", "-o", out_f)
+                "--api-key-env", "LLMCTL_API_KEY", "--yes", "-o", out_f)
     assert r.code == 0, r.err
     serve_i, models_i = _normalized(out_i)
     serve_f, models_f = _normalized(out_f)
@@ -184,6 +188,8 @@ def test_interactive_custom_model_gated_token_and_second_model(tmp_path):
     c.send(ENTER)
     c.expect("Route prefix")
     c.send(ENTER)
+    c.expect("Require an API key on the endpoint")
+    c.send("n")
     c.expect("Write 3 files")
     c.send("y")
     c.expect(pexpect.EOF)
@@ -202,7 +208,7 @@ ENTER_ONLY = ["Model .type to search.", "Model id clients will send", "GPU type"
               "Turn on tool calling for qwen2.5-0.5b-instruct", "Engine settings", "Tensor-parallel size",
               "max_model_len .tokens", "Minimum replicas", "Maximum replicas", "Autoscaling details",
               "Serve LoRA adapters", "fast downloads", "Add another model", "Serve application name", "Route prefix",
-              "Write 2 files"]
+              "Require an API key on the endpoint", "Environment variable holding the key", "Write 2 files"]
 
 
 @pytest.mark.parametrize("gpu", [[], ["--gpu", "cpu"]], ids=["no-gpu-flag", "gpu-cpu"])
@@ -216,8 +222,8 @@ def test_enter_at_every_prompt_writes_files_that_validate(capsys, tmp_path, gpu)
     c.expect(POINTER + r"qwen2\.5-0\.5b-instruct  \(Qwen/Qwen2\.5-0\.5B-Instruct, 0\.5B, chat\) \(default\)")
     c.send(ENTER)
     for prompt in ENTER_ONLY[1:]:
-        if prompt == "GPU type" and gpu:
-            continue
+        if prompt in ("GPU type", "Environment variable holding the key") and gpu:
+            continue  # --gpu cpu: no GPU question, and the API key defaults to off (issue 22)
         if prompt.startswith("Write"):  # the summary comes first, saying which recipes were applied
             c.expect("qwen2.5-0.5b-instruct: recipe applied: tool calling .--tool-calling.: enable_auto_tool_choice=True, "
                      "tool_call_parser=hermes")
@@ -240,7 +246,7 @@ def test_search_picks_the_match_and_empty_other_returns_to_the_list(tmp_path):
     """Typing filters the list and Enter picks the match; "Other" (last) with
     an empty answer goes back to the list instead of failing."""
     out = tmp_path / "o"
-    c = _spawn("gen-config", "--gpu", "L4", "--tp", "1", "--max-model-len", "4096", "--min-replicas", "1",
+    c = _spawn("gen-config", "--api-key-env", "LLMCTL_API_KEY", "--gpu", "L4", "--tp", "1", "--max-model-len", "4096", "--min-replicas", "1",
                "--max-replicas", "1", "--no-fast-download", "--no-tool-calling", "--app-name", "a", "--route-prefix", "/",
                "-o", str(out), cwd=tmp_path)
     c.expect("Model .type to search.")
@@ -290,7 +296,7 @@ def test_ctrl_c_writes_nothing(tmp_path):
 @pytest.mark.parametrize("answer,code", [("n", 1), ("y", 0)])
 def test_confirmation(tmp_path, answer, code):
     out = tmp_path / "o"
-    c = _spawn("gen-config", "-m", "qwen3-0.6b", "--gpu", "L4", "--tp", "1", "--min-replicas", "1", "--max-replicas", "1",
+    c = _spawn("gen-config", "--api-key-env", "LLMCTL_API_KEY", "-m", "qwen3-0.6b", "--gpu", "L4", "--tp", "1", "--min-replicas", "1", "--max-replicas", "1",
                "--max-model-len", "4096", "--model-id", "q", "--no-fast-download", "--no-tool-calling", "--no-reasoning",
                "--app-name", "a", "--route-prefix", "/", "-o", str(out), cwd=tmp_path)
     c.expect("Engine settings")  # the only questions no flag answered
@@ -313,7 +319,7 @@ def test_autoscaling_details_step_defaults_to_the_derived_values(tmp_path):
     import llmctl
 
     out = tmp_path / "o"
-    c = _spawn("gen-config", "-m", "qwen3-0.6b", "--gpu", "L4", "--tp", "1", "--min-replicas", "1", "--max-replicas", "3",
+    c = _spawn("gen-config", "--api-key-env", "LLMCTL_API_KEY", "-m", "qwen3-0.6b", "--gpu", "L4", "--tp", "1", "--min-replicas", "1", "--max-replicas", "3",
                "--max-model-len", "4096", "--model-id", "q", "--no-fast-download", "--no-tool-calling", "--no-reasoning",
                "--app-name", "a", "--route-prefix", "/", "-o", str(out), cwd=tmp_path)
     c.expect("Engine settings")

@@ -235,7 +235,7 @@ def test_token_reaches_replica_but_not_disk_or_output(tiny_app, cluster_home):
     # (a task's runtime_env values are in /api/v0/tasks?detail=1: where Ray Serve LLM's copy of HF_TOKEN showed)
     for path in ("/api/serve/applications/", "/api/v0/tasks?detail=1&limit=10000", "/api/v0/actors?detail=1&limit=10000",
                  "/api/v0/runtime_envs?detail=1"):
-        api = httpx.get(f"{cluster_home.dashboard_url}{path}", timeout=60)
+        api = httpx.get(f"{cluster_home.dashboard_url}{path}", timeout=60, headers=cluster_home.headers)
         assert api.status_code == 200 and SECRET not in api.text, path
     logs = llmctl("logs", "llm_app", "--lines", "2000")
     assert SECRET not in logs.out + logs.err

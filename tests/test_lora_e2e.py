@@ -82,7 +82,7 @@ def test_lora_end_to_end(cluster_home, tiny_model, tiny_loras, s3_store, tmp_pat
         assert body["usage"]["completion_tokens"] >= 1
 
         # pushed while RUNNING: its first request answers, nothing redeployed
-        before = httpx.get(f"{cluster_home.dashboard_url}/api/serve/applications/", timeout=30).json()
+        before = httpx.get(f"{cluster_home.dashboard_url}/api/serve/applications/", timeout=30, headers=cluster_home.headers).json()
         deployed_at = before["applications"]["lora_app"]["last_deployed_time_s"]
         r = llmctl("lora", "push", tiny_loras["adapter-b"], "lora_app/adapter-b", env=env)
         assert r.code == 0, r.err
@@ -92,7 +92,7 @@ def test_lora_end_to_end(cluster_home, tiny_model, tiny_loras, s3_store, tmp_pat
         first_b = time.monotonic() - t0
         assert c.status_code == 200, c.text
         assert c.json()["model"] == "tiny:adapter-b"
-        after = httpx.get(f"{cluster_home.dashboard_url}/api/serve/applications/", timeout=30).json()
+        after = httpx.get(f"{cluster_home.dashboard_url}/api/serve/applications/", timeout=30, headers=cluster_home.headers).json()
         assert after["applications"]["lora_app"]["last_deployed_time_s"] == deployed_at
         assert {m["id"] for m in httpx.get(f"{endpoint}/models", timeout=60).json()["data"]} >= {"tiny", "tiny:adapter-b"}
 

@@ -21,7 +21,7 @@ from typing_extensions import Annotated
 
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
-from llmctl.cli.options import AddressOpt, JsonOpt
+from llmctl.cli.options import AddressOpt, RayTokenEnvOpt, JsonOpt
 from llmctl.errors import EXIT_FAILED, EXIT_INTERRUPTED, UsageError
 
 
@@ -78,7 +78,9 @@ def bench_cmd(
     max_tokens: Annotated[int, typer.Option("--max-tokens", metavar="N", help="Output tokens per request (ignore_eos: exactly this many).")] = 128,
     no_stream: Annotated[bool, typer.Option("--no-stream", help="Non-streaming requests (no TTFT / inter-token latency).")] = False,
     url: Annotated[Optional[str], typer.Option("--url", metavar="URL", help="An OpenAI endpoint to load directly (http://host:port/v1), no cluster lookup.")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", metavar="NAME", help="Environment variable holding the endpoint's API key (default: the variable the app's API-key ingress names).")] = None,
     address: AddressOpt = None,
+    ray_token_env: RayTokenEnvOpt = None,
     json_out: JsonOpt = False,
     rate: Annotated[Optional[float], typer.Option("--rate", metavar="REQ_PER_S", help="Open loop: Poisson arrivals at this rate (--concurrency caps the requests in flight).")] = None,
     sweep: Annotated[Optional[str], typer.Option("--sweep", metavar="STEPS", help="Steps held one after another for --duration each: concurrencies (1,2,4,8) or rates (rate=0.5,1,2). Records per step throughput, TTFT/ITL/latency percentiles, goodput under --slo.")] = None,
@@ -96,7 +98,7 @@ def bench_cmd(
         slo_obj = parse_slo(slo)
     if sweep:
         _sweep_cmd(app_name, model, sweep, duration, slo_obj, prompt_tokens, max_tokens, concurrency, url, address,
-                   json_out, output, report)
+                   json_out, output, report, api_key_env)
         return
     if rate is not None and rate <= 0:
         raise UsageError(f"--rate: must be a positive number of requests per second (got {rate:g})")
@@ -126,7 +128,7 @@ def bench_cmd(
     try:
         res = bench(app_name, model=model, url=url, address=address, concurrency=concurrency, requests=requests,
                     duration=duration, prompt_tokens=prompt_tokens, max_tokens=max_tokens, stream=not no_stream,
-                    stop=stop, on_progress=None if json_out else progress, rate=rate)
+                    stop=stop, on_progress=None if json_out else progress, rate=rate, api_key_env=api_key_env)
     finally:
         signal.signal(signal.SIGINT, previous)
         if live is not None:
@@ -145,7 +147,10 @@ def bench_cmd(
         from llmctl.perf.sweep import provenance
 
         single = _as_sweep(data, res)
-        single["provenance"] = provenance(*_dashboard_app(app_name, url, address))
+        from llmctl.loadgen import dashboard_headers
+
+        dashboard, app = _dashboard_app(app_name, url, address)
+        single["provenance"] = provenance(dashboard, app, dashboard_headers(dashboard))
         written = write_report(single, report)
         err.print(f"report: {written['index']}", markup=False, highlight=False)
     if json_out:
@@ -206,7 +211,7 @@ def _step_line(i: int, res) -> str:
 
 
 def _sweep_cmd(app_name, model, sweep_text, duration, slo_obj, prompt_tokens, max_tokens, concurrency, url, address,
-               json_out, output, report) -> None:
+               json_out, output, report, api_key_env=None) -> None:
     from rich.table import Table
 
     from llmctl.loadgen import sweep
@@ -220,7 +225,8 @@ def _sweep_cmd(app_name, model, sweep_text, duration, slo_obj, prompt_tokens, ma
     try:
         data = sweep(app_name, steps=steps, duration=duration, slo=slo_obj, model=model, url=url, address=address,
                      prompt_tokens=prompt_tokens, max_tokens=max_tokens, max_concurrency=max(concurrency, 1),
-                     stop=stop, on_step=None if json_out else (lambda i, r: err.print(_step_line(i, r), markup=False, highlight=False)))
+                     stop=stop, on_step=None if json_out else (lambda i, r: err.print(_step_line(i, r), markup=False, highlight=False)),
+                     api_key_env=api_key_env)
     finally:
         signal.signal(signal.SIGINT, previous)
     if output is not None:

@@ -1,30 +1,47 @@
-"""`llmctl check SERVE_FILE`: can the cluster hold it? (preflight, nothing deployed)."""
+"""`llmctl check SERVE_FILE`: can the cluster hold it? (preflight, nothing deployed).
+`llmctl check --security [APP]`: what a running app exposes (issue 22)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 from typing_extensions import Annotated
 
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
-from llmctl.cli.options import AddressOpt, JsonOpt
+from llmctl.cli.options import AddressOpt, RayTokenEnvOpt, JsonOpt
 from llmctl.errors import EXIT_USAGE
 
 
 @app.command("check")
 def check_cmd(
-    file: Annotated[Path, typer.Argument(metavar="FILE", help="A serve config (serve_*.yaml).", show_default=False)],
+    file: Annotated[Optional[str], typer.Argument(metavar="FILE|APP", help="A serve config (serve_*.yaml); with --security, the running app to check (default: every app).", show_default=False)] = None,
     address: AddressOpt = None,
+    ray_token_env: RayTokenEnvOpt = None,
     json_out: JsonOpt = False,
     no_versions: Annotated[bool, typer.Option("--no-versions", help="Skip asking the cluster's head node which Ray and vLLM it runs (a Ray job of a few seconds).")] = False,
+    security: Annotated[bool, typer.Option("--security", help="Check a running app instead: every route it mounts without / with a wrong / with the right API key, the dashboard and job API without the Ray token, and Ray's APIs and logs for the HF token and the API key. Exit 2 on any finding.")] = False,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", metavar="NAME", help="With --security: the variable holding the API key (default: the one the app's ingress names).")] = None,
 ) -> None:
     """Check a serve config against the cluster's nodes and free resources before deploying. Exit 0 if it can start, 2 if not.
 
     A model with a LoRA path: its store is read with the settings the replicas
     will get (endpoint, region, credentials) and every adapter in it is checked
     against the model (rank, base model, target modules)."""
+    if security:
+        _security(file, address, api_key_env, json_out)
+        return
+    if file is None:
+        from llmctl.errors import UsageError
+
+        raise UsageError("FILE: give a serve config to check (or --security [APP] to check a running app)")
+    if api_key_env:
+        from llmctl.errors import UsageError
+
+        raise UsageError("--api-key-env: only applies with --security")
+    file = Path(file)
     from llmctl.launch import preflight
     from llmctl.launch.address import resolve_target
     from llmctl.launch.serve_api import ServeClient
@@ -33,7 +50,7 @@ def check_cmd(
 
     target = resolve_target(address)
     config = load_deployable(file, local_node=target.is_local)
-    with ServeClient(target.dashboard_url) as client:
+    with ServeClient(target.dashboard_url, token=target.ray_token) as client:
         res = preflight.check(config, client)
         versions = None if no_versions else report(client, config)
     from llmctl.launch.lora import store_check
@@ -72,3 +89,25 @@ def check_cmd(
     if not res.ok or lora_errors:
         raise typer.Exit(EXIT_USAGE)
 
+
+
+def _security(app_name, address, api_key_env, json_out) -> None:
+    from rich.table import Table
+
+    from llmctl.launch.security import security_check
+
+    rep = security_check(app_name, address=address, api_key_env=api_key_env)
+    if json_out:
+        print_json(rep.to_json())
+    else:
+        t = Table(title=f"security of {', '.join(rep.apps) or 'no app'} on {rep.dashboard_url}", title_justify="left")
+        for col in ("area", "target", "check", "result", "verdict"):
+            t.add_column(col, overflow="fold")
+        for r in rep.rows:
+            t.add_row(r.area, r.target, r.check, r.result, "[red]FINDING[/red]" if r.finding else "ok")
+        out.print(t)
+        n = len(rep.findings)
+        (err if n else out).print(f"{n} finding(s)" if n else f"no findings ({len(rep.rows)} checks, {rep.seconds:.1f}s)",
+                                  markup=False)
+    if rep.findings:
+        raise typer.Exit(EXIT_USAGE)

@@ -10,12 +10,13 @@ from typing_extensions import Annotated
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
 from llmctl.cli.flags import cli_text
-from llmctl.cli.options import AddressOpt, JsonOpt
+from llmctl.cli.options import AddressOpt, RayTokenEnvOpt, JsonOpt
 
 @app.command("down")
 def down_cmd(
     app_name: Annotated[Optional[str], typer.Argument(metavar="APP", help="Application to delete (default: all).")] = None,
     address: AddressOpt = None,
+    ray_token_env: RayTokenEnvOpt = None,
     cluster: Annotated[bool, typer.Option("--cluster", help="Also stop the local Ray head llmctl started (by its PIDs).")] = False,
     timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="Seconds to wait for the apps to be gone.")] = 120.0,
     json_out: JsonOpt = False,

@@ -11,7 +11,7 @@ from typing_extensions import Annotated
 
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, warn
-from llmctl.cli.options import (GPU_HELP, ForceOpt, GpusPerNodeOpt, HfSecretOpt, ImageOpt, Multi, NodeSelectorOpt,
+from llmctl.cli.options import (GPU_HELP, ApiKeySecretOpt, ForceOpt, GpusPerNodeOpt, HfSecretOpt, ImageOpt, Multi, NodeSelectorOpt,
                                 OutputDirOpt, UpgradeStrategyOpt, YesOpt, complete_gpu, complete_model)
 
 
@@ -54,8 +54,10 @@ def gen_config_cmd(
     route_prefix: Annotated[Optional[str], typer.Option("--route-prefix", metavar="PREFIX", help="HTTP route prefix (default /).")] = None,
     http_host: Annotated[Optional[str], typer.Option("--http-host", metavar="HOST", help="Serve HTTP host in the serve file (default 127.0.0.1).")] = None,
     http_port: Annotated[Optional[int], typer.Option("--http-port", metavar="PORT", min=1, max=65535, help="Serve HTTP port in the serve file (default 8000).")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", metavar="NAME", help="Require an API key on the endpoint (401 without 'Authorization: Bearer <key>' on every route): NAME of the environment variable holding it on the cluster's nodes. Never the key. In a terminal it is asked (default on for GPUs).")] = None,
     kuberay: Annotated[bool, typer.Option("--kuberay", help="Also write rayservice_<timestamp>.yaml: a KubeRay RayService of the same app (see llmctl kuberay).")] = False,
     hf_secret: HfSecretOpt = None,
+    api_key_secret: ApiKeySecretOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
     node_selector: NodeSelectorOpt = "none",
     image: ImageOpt = None,
@@ -92,6 +94,7 @@ def gen_config_cmd(
         enable_prefix_caching=enable_prefix_caching, trust_remote_code=trust_remote_code,
         tool_calling=tool_calling, reasoning=reasoning, inputs=inputs,
         app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port,
+        api_key_env=api_key_env,
     )
     if slo is not None:
         _apply_slo(flags, slo=slo, rate=rate, isl=isl, osl=osl, price=price, profile=profile)
@@ -107,11 +110,11 @@ def gen_config_cmd(
         from llmctl.kuberay.manifest import KubeOptions
 
         gen, kube_notes = G.with_kuberay(gen, KubeOptions(gpus_per_node=gpus_per_node or [], node_selector=node_selector,
-                                                          hf_secret=hf_secret, image=image,
+                                                          hf_secret=hf_secret, api_key_secret=api_key_secret, image=image,
                                                           upgrade_strategy=upgrade_strategy))
-    elif hf_secret or gpus_per_node or image or node_selector != "none" or upgrade_strategy != "NewCluster":
-        raise UsageError("--hf-secret, --gpus-per-node, --node-selector, --image and --upgrade-strategy shape the "
-                         "KubeRay manifest: add --kuberay")
+    elif hf_secret or api_key_secret or gpus_per_node or image or node_selector != "none" or upgrade_strategy != "NewCluster":
+        raise UsageError("--hf-secret, --api-key-secret, --gpus-per-node, --node-selector, --image and --upgrade-strategy "
+                         "shape the KubeRay manifest: add --kuberay")
     for m in spec.models:
         problem = G.fit_problem(m)
         if problem:
@@ -130,12 +133,18 @@ def gen_config_cmd(
             err.print(str(d), markup=False, highlight=False)
     for note in kube_notes:
         err.print(f"note: {note}", markup=False, highlight=False)
+    if spec.api_key_env is None and any(not m.gpu.is_cpu for m in spec.models):
+        err.print("warning: the endpoint has no API key: anyone who reaches it uses the GPUs "
+                  "(--api-key-env NAME requires one)", markup=False, highlight=False)
     out.print("Wrote:")
     for p in gen.written:
         out.print(f"  {p}", markup=False)
     serve = gen.serve_file
     out.print("Next:")
     out.print(f"  llmctl validate {_q(serve)}", markup=False)
+    if spec.api_key_env:
+        out.print(f"  export {spec.api_key_env}=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+                  "   # the API key, before `llmctl up` (never in a file)", markup=False)
     out.print(f"  llmctl up {_q(serve)}", markup=False)
     out.print(f"  (or with Ray's CLI: serve run {_q(serve)})", markup=False)
     if gen.manifest is not None:

@@ -10,7 +10,7 @@ from typing_extensions import Annotated
 
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out
-from llmctl.cli.options import (ForceOpt, GpusPerNodeOpt, HfSecretOpt, ImageOpt, NodeSelectorOpt,
+from llmctl.cli.options import (ApiKeySecretOpt, ForceOpt, GpusPerNodeOpt, HfSecretOpt, ImageOpt, NodeSelectorOpt,
                                 UpgradeStrategyOpt)
 
 
@@ -22,6 +22,7 @@ def kuberay_cmd(
     gpus_per_node: GpusPerNodeOpt = None,
     node_selector: NodeSelectorOpt = "none",
     hf_secret: HfSecretOpt = None,
+    api_key_secret: ApiKeySecretOpt = None,
     image: ImageOpt = None,
     upgrade_strategy: UpgradeStrategyOpt = "NewCluster",
     initializing_timeout: Annotated[str, typer.Option("--initializing-timeout", metavar="DURATION", help="ray.io/initializing-timeout: fail a RayService whose pods never start (default 30m).")] = "30m",
@@ -33,7 +34,7 @@ def kuberay_cmd(
     from llmctl.render import Rendered, write_all
 
     opts = KubeOptions(name=name, gpus_per_node=gpus_per_node or [], node_selector=node_selector, hf_secret=hf_secret,
-                       image=image, upgrade_strategy=upgrade_strategy, initializing_timeout=initializing_timeout)
+                       api_key_secret=api_key_secret, image=image, upgrade_strategy=upgrade_strategy, initializing_timeout=initializing_timeout)
     m = from_serve_file(serve_file, opts, working_dir=working_dir)
     for note in m.notes:
         err.print(f"note: {note}", markup=False, highlight=False)

@@ -9,7 +9,7 @@ from typing_extensions import Annotated
 
 from llmctl.cli.root import app
 from llmctl.cli.console import err
-from llmctl.cli.options import AddressOpt
+from llmctl.cli.options import AddressOpt, RayTokenEnvOpt
 from llmctl.errors import UsageError
 
 from llmctl.cli.views import follow_logs, print_logs
@@ -18,6 +18,7 @@ from llmctl.cli.views import follow_logs, print_logs
 def logs_cmd(
     app_name: Annotated[Optional[str], typer.Argument(metavar="APP", help="Application name (default: all).")] = None,
     address: AddressOpt = None,
+    ray_token_env: RayTokenEnvOpt = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines until Ctrl-C.")] = False,
     lines: Annotated[int, typer.Option("--lines", "-n", metavar="N", help="Lines per log file to show first.")] = 50,
 ) -> None:
@@ -37,7 +38,7 @@ def logs_cmd(
     print_logs(got)
     from llmctl.launch.serve_api import ServeClient
 
-    with ServeClient(target.dashboard_url) as client:
+    with ServeClient(target.dashboard_url, token=target.ray_token) as client:
         st = client.status()
     for name, app_status in (st.get("applications") or {}).items():
         if (app_name is None or name == app_name) and app_status.get("status") in ("DEPLOY_FAILED", "UNHEALTHY"):

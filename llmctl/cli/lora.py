@@ -9,7 +9,7 @@ import typer
 from typing_extensions import Annotated
 
 from llmctl.cli.console import err, out, print_json
-from llmctl.cli.options import AddressOpt, JsonOpt
+from llmctl.cli.options import AddressOpt, RayTokenEnvOpt, JsonOpt
 from llmctl.cli.root import app
 from llmctl.errors import UsageError
 
@@ -22,6 +22,7 @@ app.add_typer(lora_app, name="lora")
 def ls_cmd(
     app_name: Annotated[str, typer.Argument(metavar="APP", help="The application (llmctl status lists them).")],
     address: AddressOpt = None,
+    ray_token_env: RayTokenEnvOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Adapters in the app's store (with what `llmctl check` finds wrong in each) and loaded per replica."""
@@ -65,6 +66,7 @@ def push_cmd(
     model: Annotated[Optional[str], typer.Option("--model", metavar="ID", help="The base model, when the app serves several with LoRA.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Push an adapter llmctl expects vLLM to refuse (rank, base model, target modules).")] = False,
     address: AddressOpt = None,
+    ray_token_env: RayTokenEnvOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Upload an adapter to the app's LoRA store: the next request for MODEL:NAME loads it, no redeploy."""

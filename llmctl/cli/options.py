@@ -44,6 +44,26 @@ AddressOpt = Annotated[
         show_envvar=True,
     ),
 ]
+
+
+def _ray_token_env(value: Optional[str]) -> Optional[str]:
+    from llmctl.launch.address import use_ray_token_env
+
+    use_ray_token_env(value)
+    return value
+
+
+RayTokenEnvOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--ray-token-env",
+        metavar="NAME",
+        callback=_ray_token_env,
+        expose_value=False,
+        help="Environment variable holding the Ray token of a cluster with token authentication (default: RAY_AUTH_TOKEN, "
+        "RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token; the local head llmctl started uses its own).",
+    ),
+]
 OutputDirOpt = Annotated[Path, typer.Option("--output-dir", "-o", metavar="DIR", help="Directory to write model_config/ and serve_*.yaml into.")]
 ModelOpt = Annotated[
     Optional[str],
@@ -67,6 +87,9 @@ NodeSelectorOpt = Annotated[str, typer.Option(
 HfSecretOpt = Annotated[Optional[str], typer.Option(
     "--hf-secret", metavar="NAME:KEY",
     help="Kubernetes Secret (and key) holding the Hugging Face token, mounted as a file on every pod (HF_TOKEN_PATH). Never the token.")]
+ApiKeySecretOpt = Annotated[Optional[str], typer.Option(
+    "--api-key-secret", metavar="NAME:KEY",
+    help="Kubernetes Secret (and key) holding the endpoint's API key, mounted as a file on every pod; the app gets llmctl's API-key ingress (401 without the key). Never the key.")]
 ImageOpt = Annotated[Optional[str], typer.Option(
     "--image", metavar="IMAGE", help="Container image (default rayproject/ray-llm:<Ray version>-py311-cu128).")]
 UpgradeStrategyOpt = Annotated[str, typer.Option(

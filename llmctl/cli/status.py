@@ -10,7 +10,7 @@ from typing_extensions import Annotated
 
 from llmctl.cli.root import app
 from llmctl.cli.console import out, print_json
-from llmctl.cli.options import AddressOpt, JsonOpt
+from llmctl.cli.options import AddressOpt, RayTokenEnvOpt, JsonOpt
 from llmctl.errors import EXIT_FAILED, EXIT_OK
 
 from llmctl.cli.views import engines_table, replicas_text
@@ -21,6 +21,10 @@ def _status_table(rep):
     from rich.text import Text
 
     head = Text(f"cluster: {rep.dashboard_url}" + (" (local, started by llmctl)" if rep.local else ""))
+    if rep.ray_token_file:
+        from llmctl.launch.raytoken import access_hint
+
+        head.append("\n" + access_hint(rep.dashboard_url, rep.ray_token_file))
     if len(rep.nodes) > 1:
         head.append("\nnodes: " + "; ".join(
             f"{n['ip']}{' (head)' if n['head'] else ''} {n['state']}" + (f", proxy {n['proxy']} {n['proxy_url']}" if n["proxy"] else "")
@@ -41,7 +45,7 @@ def _status_table(rep):
                 ", ".join(a.model_ids) if first else "",
                 f"{d.name} ({d.status})" if d else "",
                 replicas_text(d.replicas, d.target_replicas) if d else "",
-                (a.endpoint or "") if first else "",
+                ((a.endpoint or "") + (f" (API key ${a.api_key_env})" if a.endpoint and a.api_key_env else "")) if first else "",
             )
             first = False
     msgs = []
@@ -71,6 +75,7 @@ def _status_table(rep):
 @app.command("status")
 def status_cmd(
     address: AddressOpt = None,
+    ray_token_env: RayTokenEnvOpt = None,
     json_out: JsonOpt = False,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh every 2 s until Ctrl-C.")] = False,
     metrics: Annotated[bool, typer.Option("--metrics", help="Also each replica's vLLM engine: running and waiting requests, KV-cache usage, generation tokens/s, TTFT (from Ray's Prometheus endpoint; two scrapes 2 s apart).")] = False,

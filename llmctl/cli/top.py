@@ -15,7 +15,7 @@ from typing_extensions import Annotated
 
 from llmctl.cli.root import app
 from llmctl.cli.console import out, print_json
-from llmctl.cli.options import AddressOpt, JsonOpt
+from llmctl.cli.options import AddressOpt, RayTokenEnvOpt, JsonOpt
 from llmctl.cli.views import engines_table
 from llmctl.errors import UsageError
 
@@ -23,6 +23,7 @@ from llmctl.errors import UsageError
 @app.command("top")
 def top_cmd(
     address: AddressOpt = None,
+    ray_token_env: RayTokenEnvOpt = None,
     metrics_url: Annotated[Optional[str], typer.Option("--metrics-url", metavar="URL", help="Ray's metrics endpoint of the node running the replicas (default: the local head's).")] = None,
     interval: Annotated[float, typer.Option("--interval", metavar="SECONDS", help="Seconds between refreshes.")] = 2.0,
     iterations: Annotated[Optional[int], typer.Option("--iterations", "-n", metavar="N", help="Stop after N refreshes (default: until Ctrl-C).")] = None,

@@ -11,7 +11,7 @@ from typing_extensions import Annotated
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
 from llmctl.cli.flags import cli_text
-from llmctl.cli.options import AddressOpt, JsonOpt
+from llmctl.cli.options import AddressOpt, RayTokenEnvOpt, JsonOpt
 from llmctl.errors import DeployFailed, UsageError
 
 from llmctl.cli.views import ProgressView, follow_logs, next_steps, print_ready
@@ -62,7 +62,12 @@ def _lora_models(result, file: Path) -> dict[str, list[str]]:
     if not bases or not result.endpoint:
         return {}
     try:
-        listed = [m.get("id", "") for m in httpx.get(result.endpoint + "/models", timeout=15, trust_env=False).json().get("data", [])]
+        from llmctl.launch import apikey
+        from llmctl.launch.cluster import running_state
+
+        key = apikey.key_value(result.api_key_env, running_state() if result.local else None)
+        listed = [m.get("id", "") for m in httpx.get(result.endpoint + "/models", timeout=15, trust_env=False,
+                                                     headers=apikey.headers(key)).json().get("data", [])]
     except (httpx.HTTPError, ValueError, AttributeError):
         listed = []
     return {b: [m.split(":", 1)[1] for m in listed if m.startswith(b + ":")] for b in sorted(bases)}
@@ -72,6 +77,7 @@ def _lora_models(result, file: Path) -> dict[str, list[str]]:
 def up_cmd(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="A serve config (serve_*.yaml from `llmctl gen-config`).", show_default=False)],
     address: AddressOpt = None,
+    ray_token_env: RayTokenEnvOpt = None,
     timeout: TimeoutOpt = 900.0,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Return right after the config is accepted.")] = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="After RUNNING, tail the app's logs until Ctrl-C (the app keeps running).")] = False,

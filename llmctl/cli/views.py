@@ -94,24 +94,26 @@ def print_ready(result, lora: Optional[dict] = None) -> None:
         chat = [m for m in result.model_ids if m not in result.pooling]
         embed = [m for m in result.model_ids if result.pooling.get(m) == "embed"]
         score = [m for m in result.model_ids if result.pooling.get(m) == "classify"]
-        out.print(f"endpoint: {result.endpoint}", markup=False)
+        key = getattr(result, "api_key_env", None)
+        auth = f" -H \"Authorization: Bearer ${key}\"" if key else ""
+        out.print(f"endpoint: {result.endpoint}" + (f" (API key: ${key})" if key else ""), markup=False)
         out.print("", markup=False)
         out.print("curl:", markup=False)
         for model in chat[:1]:
             out.print(
-                f"  curl {result.endpoint}/chat/completions -H 'Content-Type: application/json' \\\n"
+                f"  curl {result.endpoint}/chat/completions -H 'Content-Type: application/json'{auth} \\\n"
                 f"    -d '{{\"model\": \"{model}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello!\"}}]}}'",
                 markup=False, highlight=False,
             )
         for model in embed[:1]:
             out.print(
-                f"  curl {result.endpoint}/embeddings -H 'Content-Type: application/json' \\\n"
+                f"  curl {result.endpoint}/embeddings -H 'Content-Type: application/json'{auth} \\\n"
                 f"    -d '{{\"model\": \"{model}\", \"input\": \"Hello!\"}}'",
                 markup=False, highlight=False,
             )
         for model in score[:1]:
             out.print(
-                f"  curl {result.endpoint}/score -H 'Content-Type: application/json' \\\n"
+                f"  curl {result.endpoint}/score -H 'Content-Type: application/json'{auth} \\\n"
                 f"    -d '{{\"model\": \"{model}\", \"text_1\": \"What is Ray?\", \"text_2\": \"Ray is a framework for scaling Python.\"}}'",
                 markup=False, highlight=False,
             )
@@ -119,6 +121,9 @@ def print_ready(result, lora: Optional[dict] = None) -> None:
         if chat or embed:  # the OpenAI client has no score call
             out.print("python (pip install openai):", markup=False)
             lines = ["  from openai import OpenAI", f"  client = OpenAI(base_url=\"{result.endpoint}\", api_key=\"not-needed\")"]
+            if key:
+                lines = ["  import os", "  from openai import OpenAI",
+                         f"  client = OpenAI(base_url=\"{result.endpoint}\", api_key=os.environ[\"{key}\"])"]
             for model in chat[:1]:
                 lines += [f"  reply = client.chat.completions.create(model=\"{model}\", messages=[{{\"role\": \"user\", \"content\": \"Hello!\"}}])",
                           "  print(reply.choices[0].message.content)"]
@@ -134,7 +139,7 @@ def print_ready(result, lora: Optional[dict] = None) -> None:
                 continue
             out.print(f"LoRA adapters of {base} (request one as model \"{base}:ADAPTER\"): {', '.join(adapters)}", markup=False)
             out.print(
-                f"  curl {result.endpoint}/chat/completions -H 'Content-Type: application/json' \\\n"
+                f"  curl {result.endpoint}/chat/completions -H 'Content-Type: application/json'{auth} \\\n"
                 f"    -d '{{\"model\": \"{base}:{adapters[0]}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello!\"}}]}}'",
                 markup=False, highlight=False,
             )

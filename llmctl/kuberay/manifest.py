@@ -41,6 +41,7 @@ class KubeOptions:
     gpus_per_node: list[str] = field(default_factory=list)  # "8" or "L4=4" items
     node_selector: str = "none"
     hf_secret: Optional[str] = None  # "NAME:KEY"
+    api_key_secret: Optional[str] = None  # "NAME:KEY": the endpoint's API key (issue 22)
     image: Optional[str] = None
     upgrade_strategy: str = "NewCluster"
     initializing_timeout: str = "30m"
@@ -72,17 +73,17 @@ def resource_name(text: str) -> str:
     return s[:NAME_MAX].rstrip("-") or "llm-app"
 
 
-def _secret(text: Optional[str]) -> Optional[tuple[str, str]]:
+def _secret(text: Optional[str], flag: str = "--hf-secret", what: str = "the token", eg: str = "hf-token:hf_token") -> Optional[tuple[str, str]]:
     if text is None:
         return None
     name, sep, key = text.partition(":")
     if not sep or not name or not key:
-        raise UsageError(f"--hf-secret: '{text}' must be NAME:KEY, the Kubernetes Secret and its key holding the token "
-                         "(e.g. hf-token:hf_token); never the token itself")
+        raise UsageError(f"{flag}: '{text}' must be NAME:KEY, the Kubernetes Secret and its key holding {what} "
+                         f"(e.g. {eg}); never {what} itself")
     if nodes.quantity(name) is None and not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", name):
-        raise UsageError(f"--hf-secret: '{name}' is not a Secret name (lower-case letters, digits, '-' and '.')")
+        raise UsageError(f"{flag}: '{name}' is not a Secret name (lower-case letters, digits, '-' and '.')")
     if not re.match(r"^[-._a-zA-Z0-9]+$", key):
-        raise UsageError(f"--hf-secret: '{key}' is not a Secret key (letters, digits, '-', '_' and '.')")
+        raise UsageError(f"{flag}: '{key}' is not a Secret key (letters, digits, '-', '_' and '.')")
     return name, key
 
 
@@ -222,6 +223,14 @@ def build(serve: dict, serve_path: str, opts: KubeOptions) -> Manifest:
     models = _models(serve, serve_path)
     version = ray_version()
     pod_serve, notes = _serve_for_pods(serve, drop_token_refs=secret is not None)
+    from llmctl.kuberay import apikey
+
+    key_secret = _secret(opts.api_key_secret, "--api-key-secret", "the API key", "llm-api-key:key")
+    pod_serve, keyed = apikey.apply(pod_serve, key_secret)
+    if keyed and key_secret is None:
+        raise UsageError(f"--api-key-secret: {', '.join(keyed)} requires an API key on its endpoint; name the Kubernetes "
+                         "Secret holding it as NAME:KEY (kubectl create secret generic llm-api-key --from-literal=key=…)")
+    extra = apikey.pod_parts(name, key_secret) if key_secret else None
     by_acc: dict[str, list[_Model]] = {}
     for m in models:
         by_acc.setdefault(m.acc, []).append(m)
@@ -245,13 +254,19 @@ def build(serve: dict, serve_path: str, opts: KubeOptions) -> Manifest:
                              "group has no nodeSelector (add yours)")
     text, data = render(name=name, serve=pod_serve, serve_path=serve_path, groups=groups, autoscaling=autoscaling,
                         version=version, image=opts.image or default_image(version), secret=secret,
-                        upgrade=opts.upgrade_strategy, timeout=opts.initializing_timeout, selector_style=opts.node_selector)
+                        upgrade=opts.upgrade_strategy, timeout=opts.initializing_timeout, selector_style=opts.node_selector,
+                        extra=extra)
     from llmctl.validate.files import validate_text
 
     errors = [d for d in validate_text("<rayservice>", text) if d.is_error]
     if errors:
         raise ValidationFailed(errors, "internal error: the generated RayService would not be valid; please report this:\n"
                                + "\n".join(str(d) for d in errors))
+    if key_secret is not None:
+        text = apikey.configmap_text(name) + text
+        notes.append(f"the API key of {', '.join(keyed)} is read from the Secret {key_secret[0]} (key {key_secret[1]}), "
+                     f"mounted at {apikey.KEY_DIR}; llmctl's ingress module comes from the ConfigMap "
+                     f"{apikey.configmap_name(name)} written ahead of the RayService in the same file")
     return Manifest(text, data, notes)
 
 

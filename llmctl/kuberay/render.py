@@ -95,11 +95,15 @@ def nodes_name(acc: str) -> str:
 
 
 def render(*, name: str, serve: dict, serve_path: str, groups: list[dict], autoscaling: bool, version: str, image: str,
-           secret: Optional[tuple[str, str]], upgrade: str, timeout: str, selector_style: str) -> tuple[str, dict]:
+           secret: Optional[tuple[str, str]], upgrade: str, timeout: str, selector_style: str,
+           extra: Optional[tuple[list[dict], list[dict], list[dict]]] = None) -> tuple[str, dict]:
+    """``extra``: ``(env, volumeMounts, volumes)`` every Ray container also gets (the API key's Secret and module)."""
     from llmctl.compat import ray_vllm_pin
 
     serve_text = yaml.safe_dump(serve, sort_keys=False, allow_unicode=True, width=100)
     token = _token_mount(secret)
+    if extra is not None:
+        token = tuple(a + copy.deepcopy(b) for a, b in zip(token, extra))
     head_container: dict[str, Any] = {
         "name": "ray-head", "image": image,
         "ports": [{"containerPort": 6379, "name": "gcs-server"}, {"containerPort": 8265, "name": "dashboard"},
@@ -107,7 +111,7 @@ def render(*, name: str, serve: dict, serve_path: str, groups: list[dict], autos
         "resources": {"limits": {"cpu": HEAD_CPU, "memory": HEAD_MEMORY}, "requests": {"cpu": HEAD_CPU, "memory": HEAD_MEMORY}},
     }
     head_spec: dict[str, Any] = {"containers": [head_container]}
-    if secret is not None:
+    if secret is not None or extra is not None:
         env, mounts, volumes = copy.deepcopy(token)
         head_container.update(env=env, volumeMounts=mounts)
         head_spec["volumes"] = volumes

@@ -1,5 +1,5 @@
 """Which cluster a command talks to: ``--address`` / ``RAY_ADDRESS``, or the
-local head llmctl started."""
+local head llmctl started; and the Ray token it takes (:mod:`llmctl.launch.raytoken`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,19 @@ import urllib.parse
 from dataclasses import dataclass
 
 from llmctl.errors import ClusterUnreachable, UsageError, param
+from llmctl.launch import raytoken
 from llmctl.launch.cluster import ClusterState, running_state
+
+# The variable naming a remote cluster's Ray token for this process (the CLI's
+# ``--ray-token-env`` sets it; the Python API passes ``ray_token_env``).
+_token_env: str | None = None
+
+
+def use_ray_token_env(name: str | None) -> None:
+    """Name the environment variable holding remote clusters' Ray token for
+    the calls that follow (None: Ray's conventions only)."""
+    global _token_env
+    _token_env = (name or "").strip() or None
 
 
 @dataclass
@@ -17,10 +29,21 @@ class Target:
 
     dashboard_url: str
     local: ClusterState | None = None  # set when it is the cluster llmctl started
+    ray_token: str | None = None  # sent as Authorization: Bearer on every dashboard call
 
     @property
     def is_local(self) -> bool:
         return self.local is not None
+
+
+def ray_token_for(dashboard_url: str, ray_token_env: str | None = None) -> str | None:
+    """The Ray token to send to ``dashboard_url``: the local head's (from its
+    0600 file) when it is the head llmctl started, else a remote cluster's
+    (``ray_token_env`` / ``RAY_AUTH_TOKEN`` / ``RAY_AUTH_TOKEN_PATH`` / ``~/.ray/auth_token``)."""
+    local = running_state()
+    if local is not None and _normalize_http(local.dashboard_url) == _normalize_http(dashboard_url):
+        return local.ray_token
+    return raytoken.remote_token(ray_token_env or _token_env)[0]
 
 
 def _normalize_http(url: str) -> str:
@@ -30,7 +53,7 @@ def _normalize_http(url: str) -> str:
     return f"{p.scheme}://{p.netloc}".rstrip("/")
 
 
-def resolve_target(address: str | None) -> Target:
+def resolve_target(address: str | None, ray_token_env: str | None = None) -> Target:
     """Turn ``--address`` / ``RAY_ADDRESS`` (or nothing) into a dashboard URL.
 
     - ``http(s)://host:port`` — a Ray dashboard; used as is.
@@ -40,27 +63,30 @@ def resolve_target(address: str | None) -> Target:
       published (read from its GCS, or asked through a Ray Client session);
       this path imports ray, so it takes seconds.
 
-    Raises ClusterUnreachable when there is nothing to talk to.
+    The Ray token: the local head's own; for any other cluster see
+    :func:`ray_token_for`. Raises ClusterUnreachable when there is nothing to
+    talk to, UsageError when ``ray_token_env`` names an unset variable.
     """
     local = running_state()
     addr = (address or "").strip()
     if addr in ("", "local", "auto"):
         if local is None:
             raise ClusterUnreachable(no_cluster_message())
-        return Target(local.dashboard_url, local)
+        return Target(local.dashboard_url, local, local.ray_token)
     if addr.startswith(("http://", "https://")):
         url = _normalize_http(addr)
         if local is not None and _normalize_http(local.dashboard_url) == url:
-            return Target(url, local)
-        return Target(url, None)
+            return Target(url, local, local.ray_token)
+        return Target(url, None, raytoken.remote_token(ray_token_env or _token_env)[0])
     hostport = addr[len("ray://") :] if addr.startswith("ray://") else addr
     if local is not None and hostport in {f"{host}:{local.ports[p]}" for host in ("127.0.0.1", "localhost")
                                           for p in ("gcs", "client_server")}:
-        return Target(local.dashboard_url, local)
-    return Target(_dashboard_from_ray(addr, hostport), None)
+        return Target(local.dashboard_url, local, local.ray_token)
+    token = raytoken.remote_token(ray_token_env or _token_env)[0]
+    return Target(_dashboard_from_ray(addr, hostport, token=token), None, token)
 
 
-def _dashboard_from_ray(addr: str, hostport: str, connect_timeout: float = 5.0) -> str:
+def _dashboard_from_ray(addr: str, hostport: str, connect_timeout: float = 5.0, token: str | None = None) -> str:
     """The dashboard URL a cluster published: read from its GCS (``host:port``)
     or asked through a Ray Client session (``ray://host:port``), as Ray's job
     CLI does (``ray.dashboard.utils.get_address_for_submission_client``)."""
@@ -74,19 +100,41 @@ def _dashboard_from_ray(addr: str, hostport: str, connect_timeout: float = 5.0) 
         socket.create_connection((host.strip("[]"), int(port)), timeout=connect_timeout).close()
     except OSError as e:
         raise ClusterUnreachable(f"no Ray cluster answers at {hostport} ({e.strerror or e})")
-    try:
-        from ray.dashboard.utils import get_address_for_submission_client  # heavy: only here
-    except ImportError as e:  # pragma: no cover
-        raise UsageError(f"{param('address')} {addr!r}: pass the dashboard URL (http://HOST:PORT) ({e})", param="address")
     # Ray's lookup prefers RAY_ADDRESS / RAY_API_SERVER_ADDRESS over its argument: the flag wins here.
-    saved = {k: os.environ.pop(k) for k in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS") if k in os.environ}
+    saved = {k: os.environ.pop(k) for k in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN")
+             if k in os.environ}
+    if token:  # a token-auth GCS refuses clients without it: set before Ray reads its config, for this call only
+        os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token})
     try:
-        url = get_address_for_submission_client(addr)
-    except Exception as e:  # noqa: BLE001 - ray raises many kinds here
-        raise ClusterUnreachable(f"no Ray cluster answers at {addr} ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
+        try:
+            from ray.dashboard.utils import get_address_for_submission_client  # heavy: only here
+        except ImportError as e:  # pragma: no cover
+            raise UsageError(f"{param('address')} {addr!r}: pass the dashboard URL (http://HOST:PORT) ({e})", param="address")
+        if token:
+            _refresh_ray_auth()
+        try:
+            url = get_address_for_submission_client(addr)
+        except Exception as e:  # noqa: BLE001 - ray raises many kinds here
+            if "InvalidAuthToken" in str(e) or "authentication token" in str(e).lower():
+                raise raytoken.auth_error(addr, 401, bool(token)) from None
+            raise ClusterUnreachable(f"no Ray cluster answers at {addr} ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
     finally:
+        for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):
+            os.environ.pop(k, None)
         os.environ.update(saved)
     return _normalize_http(url if "://" in url else "http://" + url)
+
+
+def _refresh_ray_auth() -> None:
+    """Make an already imported Ray read RAY_AUTH_MODE / RAY_AUTH_TOKEN again
+    (what Ray's own ``_enable_token_auth`` does); best effort."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+    except Exception:  # noqa: BLE001 - an older or newer Ray: the environment alone must do
+        pass
 
 
 def no_cluster_message(url: str | None = None) -> str:

@@ -9,7 +9,8 @@ or ``llmctl down --cluster`` typed in any directory must find the cluster a
 previous ``llmctl up`` started, instead of reporting "no cluster" while one
 keeps holding 3–6 GB of RAM. ``LLMCTL_HOME`` gives isolated clusters when
 wanted (the tests set it to a temporary directory). The file holds PIDs, ports,
-the dashboard URL and the temp dir — never a secret.
+the dashboard URL, the temp dir and the path of the Ray token file (0600) —
+never a secret itself.
 
 How the head is started
 -----------------------
@@ -30,8 +31,14 @@ Ray's defaults 6379/8265/10001/8000/9000). Ray rewrites ``--node-ip-address
 raylet, dashboard, agents and workers all bind 127.0.0.1); that setting only
 forbids other nodes from joining, which a private single-node head never wants.
 ``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0`` makes SIGTERM tear down at once
-instead of draining the node for 30 s. ``RAY_AUTH_MODE=disabled`` keeps a
-stray ``~/.ray/auth_token`` from turning token auth on.
+instead of draining the node for 30 s.
+
+Token authentication is on (``RAY_AUTH_MODE=token``): each head gets a fresh
+random token in ``$LLMCTL_HOME/ray-token`` (0600, beside ``cluster.json``,
+removed when the head stops), handed to Ray by path only
+(``RAY_AUTH_TOKEN_PATH``) — see :mod:`llmctl.launch.raytoken`. Without it any
+local user could ``POST /api/jobs/`` to the dashboard and run code as the
+user who ran ``llmctl up``. A stray ``~/.ray/auth_token`` is never read.
 
 The temp dir is short (``/tmp/llmctl-XXXXXXXX``) because Ray puts Unix socket
 paths under it and those are limited to ~107 bytes.
@@ -53,7 +60,7 @@ from pathlib import Path
 import psutil
 
 from llmctl.errors import LlmctlError
-from llmctl.launch import tokens
+from llmctl.launch import raytoken, tokens
 from llmctl.launch.ports import RAY_DEFAULT_PORTS, WORKER_PORTS, pick_ports  # noqa: F401 (re-exported)
 from llmctl.paths import llmctl_home
 
@@ -83,6 +90,7 @@ class ClusterState:
     started_at: float
     pids: dict[str, str] = field(default_factory=dict)  # pid -> process name, seen once up
     token_fd: int | None = None  # the head's in-memory HF token file (launch/tokens.py), not the token
+    ray_token_file: str | None = None  # the head's Ray auth token (0600, launch/raytoken.py); None: auth off (older llmctl)
     version: int = STATE_VERSION
 
     @property
@@ -92,6 +100,11 @@ class ClusterState:
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.serve_http_port}"
+
+    @property
+    def ray_token(self) -> str | None:
+        """The head's Ray auth token, read from its 0600 file (never kept in cluster.json)."""
+        return raytoken.read_token_file(self.ray_token_file)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -232,7 +245,6 @@ def _ray_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         {
-            "RAY_AUTH_MODE": "disabled",
             "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
             "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
             "RAY_USAGE_STATS_ENABLED": "0",
@@ -278,11 +290,12 @@ def _head_command(ports: dict[str, int], temp_dir: str, num_cpus: int, num_gpus:
     ]  # fmt: skip
 
 
-def _dashboard_ready(url: str) -> bool:
+def _dashboard_ready(url: str, token: str | None = None) -> bool:
     import httpx
 
     try:
-        return httpx.get(url + "/api/serve/applications/", timeout=2, trust_env=False).status_code == 200
+        return httpx.get(url + "/api/serve/applications/", timeout=2, trust_env=False,
+                         headers=raytoken.headers(token)).status_code == 200
     except httpx.TransportError:
         return False
 
@@ -311,12 +324,15 @@ def start_head(
         temp_dir = tempfile.mkdtemp(prefix="llmctl-", dir=temp_root or _short_tmp())
         log_file = os.path.join(temp_dir, "ray-start.log")
         cmd = _head_command(ports, temp_dir, num_cpus, num_gpus, resources)
+        ray_token = raytoken.new_token()
+        ray_token_file = raytoken.write_token_file(raytoken.token_path(), ray_token)
+        env = raytoken.head_environ(tokens.head_environ(_ray_env(), temp_dir), ray_token_file)
         token_fd = tokens.new_token_fd(tokens.user_token())
         try:
             with open(log_file, "ab") as log:
                 proc = subprocess.Popen(
                     cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    env=tokens.head_environ(_ray_env(), temp_dir), start_new_session=True, close_fds=True,
+                    env=env, start_new_session=True, close_fds=True,
                     pass_fds=(token_fd,),
                 )  # fmt: skip
             tokens.link(temp_dir, proc.pid, token_fd)
@@ -336,13 +352,14 @@ def start_head(
             log_file=log_file,
             started_at=time.time(),
             token_fd=token_fd,
+            ray_token_file=str(ray_token_file),
         )
         save_state(state)  # before waiting: an interrupted start can still be stopped
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 break
-            if _dashboard_ready(state.dashboard_url):
+            if _dashboard_ready(state.dashboard_url, ray_token):
                 state.pids = {str(p): _comm(p) for p in session_pids(proc.pid)}
                 save_state(state)
                 return state
@@ -414,6 +431,8 @@ def stop_head(state: ClusterState | None = None, *, timeout: float = 10.0, remov
         cur = load_state()
         if cur is not None and cur.pid == state.pid:
             clear_state()
+        if state.ray_token_file and (cur is None or cur.pid == state.pid):
+            raytoken.remove_token_file(state.ray_token_file)
         if remove_temp and state.temp_dir and Path(state.temp_dir).name.startswith("llmctl-"):
             shutil.rmtree(state.temp_dir, ignore_errors=True)
     return StopResult(pids, sorted(set(killed)), remaining, time.monotonic() - t0)

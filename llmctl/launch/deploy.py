@@ -242,7 +242,7 @@ def connect(address: str | None, *, start: bool = False, num_cpus: int | None = 
         _cluster.start_head(num_cpus=num_cpus, num_gpus=num_gpus)
         started = True
         target = _address.resolve_target(None)
-    return ServeClient(target.dashboard_url), target, started
+    return ServeClient(target.dashboard_url, token=target.ray_token), target, started
 
 
 def token_steps(prepared: Prepared, target: _address.Target, environ: dict[str, str] | None = None) -> list[Step]:
@@ -306,6 +306,13 @@ def _prepare_steps(serve_path: Path | str, address: str | None, send_token: bool
         f"validated {serve_path}: {len(prepared.app_names)} application(s) "
         f"({', '.join(prepared.app_names)}), {n_models} model(s)"
     )
+    if local_default:  # the API key's variable must be where the ingress replica will read it
+        from llmctl.launch import apikey
+
+        running = _cluster.running_state()
+        head_env = _cluster.head_environ(running) if running is not None else None
+        for w in apikey.check_local_key(prepared.config, head_env, os.environ, starting):
+            yield Step(f"warning: {w}")
     if starting and not send_token and prepared.env_vars_used:
         prepared = prepare(serve_path, local_node=True, send_tokens=False)  # checked above; keep the references
     if send_token and prepared.env_vars_used:
@@ -329,7 +336,10 @@ def _connect_steps(address: str | None, num_cpus: int | None, num_gpus: int | No
         yield Step("starting a local Ray head (127.0.0.1, private ports and temp dir) …")
     client, target, started = connect(address, start=True, num_cpus=num_cpus, num_gpus=num_gpus)
     if started:
-        yield Step(f"started a local Ray head: dashboard {target.local.dashboard_url}, state {_cluster.state_path()}")
+        from llmctl.launch.raytoken import access_hint
+
+        yield Step(f"started a local Ray head: state {_cluster.state_path()}; "
+                   + access_hint(target.local.dashboard_url, target.local.ray_token_file))
     return client, target, started
 
 
@@ -420,6 +430,9 @@ def iter_up(
             yield from _token_steps(prepared, target)
         if preflight:
             yield from _preflight_steps(prepared, client, target)
+        from llmctl.launch import apikey
+
+        yield from apikey.deliver_steps(prepared.config, client, target)
         stale, t_deploy = yield from _deploy_steps(prepared, client, target, http_host)
         if not wait:
             apps = [a for a in summarize(client.status(), client.url) if a.name in prepared.app_names]
@@ -429,7 +442,9 @@ def iter_up(
         # RUNNING: the HTTP endpoint must list the models.
         for app in apps:
             if app.endpoint and prepared.model_ids.get(app.name):
-                check_models(app.endpoint, prepared.model_ids[app.name], timeout=30)
+                cfg = next((a for a in prepared.config.get("applications") or [] if a.get("name") == app.name), {})
+                check_models(app.endpoint, prepared.model_ids[app.name], timeout=30,
+                             headers=apikey.headers(apikey.key_for(cfg, target)))
         yield _result(apps, client, target, prepared, time.monotonic() - t0, True, started)
 
 
@@ -477,6 +492,7 @@ def _result(apps, client, target, prepared, elapsed, running, started) -> UpResu
         pooling=dict(prepared.pooling),
         elapsed=elapsed,
         running=running,
+        api_key_env=next((a.api_key_env for a in apps if a.api_key_env), None),
         local=target.is_local,
         cluster_started=started,
     )

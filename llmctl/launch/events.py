@@ -63,6 +63,7 @@ class UpResult:
     local: bool
     cluster_started: bool = False
     pooling: dict = field(default_factory=dict)  # model id -> pooling task (embedding / scoring models)
+    api_key_env: str | None = None  # the variable holding the endpoint's API key (never the key)
 
     def to_json(self) -> dict:
         return {
@@ -75,6 +76,7 @@ class UpResult:
             "local_cluster": self.local,
             "cluster_started": self.cluster_started,
             "pooling_models": self.pooling,
+            "api_key_env": self.api_key_env,
         }
 
 

@@ -258,7 +258,7 @@ def _filter(src: _Src, lines: list[str]) -> list[str]:
 
 def tail(target: Target, app: str | None = None, lines: int = 50) -> list[LogLine]:
     """The last ``lines`` lines of each log of the app (all apps if None)."""
-    with ServeClient(target.dashboard_url) as client:
+    with ServeClient(target.dashboard_url, token=target.ray_token) as client:
         return _tail(client, target, app, lines)
 
 
@@ -280,7 +280,7 @@ def follow(target: Target, app: str | None = None, lines: int = 10, *, poll: flo
     New replicas' files are picked up as they appear. The app is not touched.
     """
     stop = stop or threading.Event()
-    with ServeClient(target.dashboard_url) as client:  # one client, closed when following ends
+    with ServeClient(target.dashboard_url, token=target.ray_token) as client:  # one client, closed when following ends
         if _on_disk(target):
             yield from _follow_local(client, target, app, lines, poll, stop)
         else:
@@ -363,7 +363,7 @@ def replica_log_tail(target: Target, pid: int | None, lines: int = 20, *, app: s
     """The last lines of a replica's Serve log (its newest file) and of what
     its process wrote to stdout (vLLM's log lines) and stderr (tracebacks):
     :func:`tail`'s files of ``app``, picked for ``deployment`` and ``pid``."""
-    with ServeClient(target.dashboard_url) as client:
+    with ServeClient(target.dashboard_url, token=target.ray_token) as client:
         return _replica_log_tail(client, target, pid, lines, app, deployment, status)
 
 

@@ -114,7 +114,7 @@ def ls(target: Target, app: str, *, log_lines: int = 3000) -> list[Listing]:
     from llmctl.launch.failures import diagnose
     from llmctl.launch.logs import tail
 
-    client = ServeClient(target.dashboard_url)
+    client = ServeClient(target.dashboard_url, token=target.ray_token)
     found = lora_apps(client, target, app)
     lines = tail(target, app, lines=log_lines)
     status = client.status()
@@ -218,7 +218,7 @@ def push(target: Target, directory: Path | str, app: str, name: str, *, model: O
         raise UsageError(f"{directory}: not a directory")
     if not _NAME.match(name):
         raise UsageError(f"adapter name {name!r}: use letters, digits, '.', '_' and '-' (it becomes part of the model id)")
-    client = ServeClient(target.dashboard_url)
+    client = ServeClient(target.dashboard_url, token=target.ray_token)
     found = lora_apps(client, target, app, model)
     if len(found) > 1:
         raise UsageError(f"application {app!r} has several LoRA models ({', '.join(f.model_id for f in found)}); name one "

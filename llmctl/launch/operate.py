@@ -21,6 +21,8 @@ class StatusReport:
     diagnoses: dict = field(default_factory=dict)
     # the cluster's nodes, each with its Serve proxy (Serve runs one per node)
     nodes: list[dict] = field(default_factory=list)
+    # the local head's Ray token file (0600), None for another cluster or a head without token auth
+    ray_token_file: str | None = None
 
     @property
     def all_running(self) -> bool:
@@ -34,6 +36,7 @@ class StatusReport:
             "all_running": self.all_running,
             "applications": [a.to_json() for a in self.apps],
             "nodes": self.nodes,
+            "ray_token_file": self.ray_token_file,
             "diagnoses": {app: [{"model_id": m, "code": d.code, "cause": d.cause, "fix": d.fix, "changes": d.changes}
                                 for m, d in found] for app, found in self.diagnoses.items()},
         }
@@ -48,7 +51,7 @@ def status(address: str | None = None) -> StatusReport:
     Reads Ray's REST API only. Raises ClusterUnreachable (exit 3) or
     RequestTimeout (exit 1)."""
     target = _address.resolve_target(address)
-    with ServeClient(target.dashboard_url, timeout=5) as client:
+    with ServeClient(target.dashboard_url, timeout=5, token=target.ray_token) as client:
         st = client.status()
         nodes = cluster_nodes(client, st)
     apps = summarize(st, client.url)
@@ -64,7 +67,8 @@ def status(address: str | None = None) -> StatusReport:
             from llmctl.launch.logs import failed_app_diagnoses
 
             diagnoses[a.name] = failed_app_diagnoses(target, a.name, st)
-    return StatusReport(target.dashboard_url, target.is_local, http_base(st, client.url), apps, diagnoses, nodes)
+    return StatusReport(target.dashboard_url, target.is_local, http_base(st, client.url), apps, diagnoses, nodes,
+                        target.local.ray_token_file if target.local is not None else None)
 
 
 def cluster_nodes(client: ServeClient, st: dict) -> list[dict]:
@@ -143,7 +147,7 @@ def iter_down(
             yield DownResult([], [], True, res)
             return
         raise
-    with ServeClient(target.dashboard_url) as client:
+    with ServeClient(target.dashboard_url, token=target.ray_token) as client:
         yield from _down(client, target, app, stop_cluster, timeout)
 
 

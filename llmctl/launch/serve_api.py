@@ -33,7 +33,7 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)
 
 from llmctl.errors import ClusterUnreachable, DeployFailed, LlmctlError, RequestTimeout
-from llmctl.builders import app_llm_configs
+from llmctl.builders import app_llm_configs, key_settings
 from llmctl.secrets import literal_secret
 
 APPS_PATH = "/api/serve/applications/"
@@ -69,10 +69,21 @@ class ServeClient:
     ``repr``) and then restores the exception state it saved — a Ctrl-C
     handled during it is lost (the `up --follow` that kept following)."""
 
-    def __init__(self, dashboard_url: str, *, timeout: float = 10.0):
+    def __init__(self, dashboard_url: str, *, timeout: float = 10.0, token: str | None | object = ...):
+        """``token``: the cluster's Ray token, sent as ``Authorization: Bearer``;
+        by default the local head's own or a remote cluster's by Ray's
+        conventions (:func:`llmctl.launch.address.ray_token_for`)."""
+        from llmctl.launch import raytoken
+
         self.url = dashboard_url.rstrip("/")
         self.timeout = timeout
-        self._http = httpx.Client(headers={"Accept": "application/json"}, trust_env=False)
+        if token is ...:
+            from llmctl.launch.address import ray_token_for
+
+            token = ray_token_for(self.url)
+        self.token = token if isinstance(token, str) and token else None
+        self._headers = raytoken.headers(self.token)
+        self._http = httpx.Client(headers={"Accept": "application/json", **self._headers}, trust_env=False)
 
     def close(self) -> None:
         self._http.close()
@@ -84,10 +95,12 @@ class ServeClient:
         self.close()
 
     # -- plumbing ----------------------------------------------------------
-    def _request(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> tuple[int, bytes]:
+    def _request(self, method: str, path: str, body: Any = None, *, timeout: float | None = None,
+                 content: bytes | None = None) -> tuple[int, bytes]:
         wait = timeout or self.timeout
         try:
-            r = self._http.request(method, self.url + path, json=body, timeout=httpx.Timeout(wait, connect=min(wait, 10.0)))
+            r = self._http.request(method, self.url + path, json=body if content is None else None, content=content,
+                                   timeout=httpx.Timeout(wait, connect=min(wait, 10.0)))
         except (httpx.ConnectError, httpx.ConnectTimeout) as e:
             from llmctl.launch.address import no_cluster_message
 
@@ -101,6 +114,10 @@ class ServeClient:
             from llmctl.launch.address import no_cluster_message
 
             raise ClusterUnreachable(f"{no_cluster_message(self.url)} ({_reason(e)})") from None
+        if r.status_code in (401, 403) and "authentication token" in r.text:
+            from llmctl.launch.raytoken import auth_error
+
+            raise auth_error(self.url, r.status_code, self.token is not None) from None
         if r.status_code >= 400:
             raise HTTPFailure(r.status_code, _error_text(r.text), self.url + path)
         return r.status_code, r.content
@@ -186,13 +203,19 @@ class ServeClient:
         """Follow one log file (``/api/v0/logs/stream``); yields text chunks."""
         q = urllib.parse.urlencode({"node_id": node_id, "filename": filename, "lines": str(lines), "filter_ansi_code": "true"})
         try:
-            with httpx.Client(trust_env=False) as c, c.stream("GET", self.url + "/api/v0/logs/stream?" + q,
+            with httpx.Client(trust_env=False, headers=self._headers) as c, c.stream("GET", self.url + "/api/v0/logs/stream?" + q,
                                                              timeout=httpx.Timeout(None, connect=10.0)) as r:
                 for chunk in r.iter_raw():
                     yield chunk.decode(errors="replace")
         except httpx.TransportError as e:
             raise ClusterUnreachable(f"{self.url}: log stream failed ({_reason(e)})") from None
 
+
+    # -- packages (runtime_env py_modules) -----------------------------------------
+    def upload_package(self, uri: str, data: bytes) -> None:
+        """Store a ``gcs://`` package in the cluster (``PUT /api/packages/gcs/NAME``, as Ray's job SDK does)."""
+        protocol, _, name = uri.partition("://")
+        self._request("PUT", f"/api/packages/{protocol}/{urllib.parse.quote(name)}", content=data, timeout=max(self.timeout, 60))
 
     # -- jobs ------------------------------------------------------------------
     def submit_job(self, entrypoint: str, submission_id: str) -> str:
@@ -262,6 +285,8 @@ class AppSummary:
     model_ids: list[str]
     endpoint: str | None
     deployments: list[DeploymentSummary]
+    api_key_env: str | None = None  # the app's API key variable (llmctl's API-key ingress), never the key
+    api_key_file: str | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -326,6 +351,7 @@ def summarize(status: dict, dashboard_url: str) -> list[AppSummary]:
                 )
             )
         route = app.get("route_prefix")
+        keyed = key_settings(app.get("deployed_app_config") or {})
         apps.append(
             AppSummary(
                 name=name,
@@ -335,6 +361,8 @@ def summarize(status: dict, dashboard_url: str) -> list[AppSummary]:
                 model_ids=model_ids_of(app),
                 endpoint=endpoint_of(base, route),
                 deployments=deps,
+                api_key_env=(keyed or {}).get("api_key_env"),
+                api_key_file=(keyed or {}).get("api_key_file"),
             )
         )
     return apps

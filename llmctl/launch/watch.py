@@ -228,14 +228,14 @@ def wait_running(client: ServeClient, target: "Target", prepared, stale: dict, *
         time.sleep(POLL_S)
 
 
-def check_models(endpoint: str, model_ids: list[str], *, timeout: float = 30.0) -> list[str]:
+def check_models(endpoint: str, model_ids: list[str], *, timeout: float = 30.0, headers: dict | None = None) -> list[str]:
     """``GET {endpoint}/models`` until it lists every id; returns the listed ids."""
     url = endpoint.rstrip("/") + "/models"
     t0 = time.monotonic()
     last = ""
     while True:
         try:
-            r = httpx.get(url, timeout=10, trust_env=False)
+            r = httpx.get(url, timeout=10, trust_env=False, headers=headers or {})
             r.raise_for_status()
             listed = [m.get("id") for m in r.json().get("data") or []]
             missing = [m for m in model_ids if m not in listed]

@@ -78,14 +78,15 @@ def versions() -> dict[str, Optional[str]]:
     return out
 
 
-def provenance(dashboard: Optional[str], app: Optional[str]) -> dict[str, Any]:
+def provenance(dashboard: Optional[str], app: Optional[str], headers: Optional[dict] = None) -> dict[str, Any]:
     """The Serve config of ``app`` as Ray runs it (runtime_env values removed:
     they may hold tokens) and the versions on this machine."""
     out: dict[str, Any] = {"versions": versions(), "serve_config": None}
     if not dashboard or not app:
         return out
     try:
-        st = httpx.get(dashboard.rstrip("/") + "/api/serve/applications/", timeout=10, trust_env=False).json()
+        st = httpx.get(dashboard.rstrip("/") + "/api/serve/applications/", timeout=10, trust_env=False,
+                       headers=headers or {}).json()
     except (httpx.HTTPError, ValueError):
         return out
     a = (st.get("applications") or {}).get(app) or {}

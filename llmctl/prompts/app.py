@@ -45,9 +45,11 @@ def collect(session: Session, flags: Flags) -> S.DeploymentSpec:
     )
     ingress = sizing.ingress_autoscaling([m.max_replicas for m in models], [m.min_replicas for m in models],
                                          [m.max_ongoing_requests or 1 for m in models])
+    api_key_env = _api_key_env(session, flags, models)
     spec = S.DeploymentSpec(
         app_name=app_name, route_prefix=route_prefix, models=tuple(models),
         http_host=flags.http_host or "127.0.0.1", http_port=flags.http_port or 8000, ingress=ingress,
+        api_key_env=api_key_env,
     )
     try:
         spec.check()
@@ -55,3 +57,20 @@ def collect(session: Session, flags: Flags) -> S.DeploymentSpec:
         raise UsageError(str(e)) from None
     return spec
 
+
+DEFAULT_API_KEY_ENV = "LLMCTL_API_KEY"
+
+
+def _api_key_env(session: Session, flags: Flags, models: list) -> str | None:
+    """The API key's variable: the flag; in a terminal, asked (default off for
+    CPU-only apps, on with a warning for GPU apps); otherwise none."""
+    if flags.api_key_env is not None:
+        return S.parse_flag(flags.api_key_env, flag="--api-key-env", parse=S.parse_env_name) if flags.api_key_env else None
+    if not session.interactive or session.assume_yes:
+        return None
+    gpu = any(not m.gpu.is_cpu for m in models)
+    warning = " (warning: without one, anyone who reaches the endpoint uses the GPUs)" if gpu else ""
+    if not ask_confirm(f"Require an API key on the endpoint (Authorization: Bearer)?{warning}", gpu):
+        return None
+    return ask_text("Environment variable holding the key (its name, never the key):", S.parse_env_name,
+                    default=DEFAULT_API_KEY_ENV)

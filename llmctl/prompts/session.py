@@ -55,6 +55,7 @@ class Flags:
     route_prefix: Optional[str] = None
     http_host: Optional[str] = None
     http_port: Optional[int] = None
+    api_key_env: Optional[str] = None  # "" = explicitly none
 
 
 def per_model(values: list[str], flag: str, n: int, i: int) -> Optional[str]:

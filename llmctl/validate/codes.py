@@ -75,6 +75,10 @@ CODES: dict[str, Code] = {c.code: c for c in [
     _c("cpu-bundles", "error", "placement_group_config bundles that cannot hold the engine's workers.", "Give one bundle per TP x PP worker."),
     _c("local-source", "depends", "A model_source that is a local path missing here: an error for a deployment on this machine "
        "(--local), a warning otherwise (it must exist on the cluster's nodes).", "Fix the path, or put the model on every node."),
+    _c("api-key", "error", "llmctl's API-key ingress (llmctl_apikey:ApiKeyIngress) is named without a valid place for the "
+       "key: ingress_extra_kwargs takes api_key_env (a variable name) and/or api_key_file (an absolute path on the nodes), "
+       "never the key.", "Write `ingress_extra_kwargs: {api_key_env: LLMCTL_API_KEY}` (gen-config --api-key-env does) "
+       "and keep the key in that variable."),
     _c("class-path", "depends", "A class or module path (server_cls, ingress_cls, …) that cannot be found here: an error with "
        "--local, a warning otherwise.", "Install the package on the cluster, or fix the path."),
     _c("unknown-field", "error", "An LLMConfig field Ray does not have (LLMConfig forbids extra fields).",

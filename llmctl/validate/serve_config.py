@@ -113,7 +113,9 @@ def _check_llm_app(doc: _Doc, app: dict, i: int, builder: builders.Builder, sink
             if k not in ("ingress_cls", "ingress_extra_kwargs"):
                 sink.add(loc + ("ingress_cls_config", k), "unknown field; ingress_cls_config takes ingress_cls, ingress_extra_kwargs",
                          code="builder-args")
-        if isinstance(icc.get("ingress_cls"), str) and (problem := builders.class_path_problem(icc["ingress_cls"])):
+        if builders.is_apikey_ingress(icc):
+            _check_apikey_ingress(icc, sink, loc + ("ingress_cls_config",))
+        elif isinstance(icc.get("ingress_cls"), str) and (problem := builders.class_path_problem(icc["ingress_cls"])):
             sink.cluster_only(loc + ("ingress_cls_config", "ingress_cls"), problem, local_node, code="class-path")
     ids: dict[str, str] = {}
     seen: list[tuple[tuple, Optional[str], Any]] = []
@@ -201,3 +203,26 @@ def ray_serve_schema(data: dict, sink: _Sink) -> None:
             sink.add(loc, _clean_msg(err["msg"]), code="ray-schema")
     except (ValueError, TypeError) as e:
         sink.add((), _clean_msg(str(e)), code="ray-schema")
+
+
+def _check_apikey_ingress(icc: dict, sink, loc: tuple) -> None:
+    """llmctl's API-key ingress: shipped by `llmctl up` (runtime_env py_modules), so not looked up here; its
+    kwargs name where the key is (an environment variable, a file), never the key."""
+    import re
+
+    kw = icc.get("ingress_extra_kwargs")
+    kloc = loc + ("ingress_extra_kwargs",)
+    for k, v in (kw.items() if isinstance(kw, dict) else ()):
+        if k not in builders.APIKEY_KWARGS:
+            sink.add(kloc + (k,), f"unknown argument; {builders.INGRESS_CLS} takes {', '.join(builders.APIKEY_KWARGS)} "
+                     "(where the key is, never the key itself)", code="api-key")
+        elif not isinstance(v, str) or not v.strip():
+            sink.add(kloc + (k,), "must be a non-empty string", code="api-key")
+        elif k == "api_key_env" and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+            sink.add(kloc + (k,), f"{v!r} is not an environment variable name (the name of the variable, never the key)",
+                     code="api-key")
+        elif k == "api_key_file" and not v.startswith("/"):
+            sink.add(kloc + (k,), f"{v!r}: an absolute path on the cluster's nodes", code="api-key")
+    if not isinstance(kw, dict) or not any(kw.get(k) for k in builders.APIKEY_KWARGS):
+        sink.add(kloc if isinstance(kw, dict) else loc, f"{builders.INGRESS_CLS} needs api_key_env (the name of the "
+                 "environment variable holding the key on the cluster's nodes) or api_key_file (a file there)", code="api-key")

@@ -1,0 +1,194 @@
+"""Issue 22 end to end on the session's local head and the tiny model: an app
+generated with ``--api-key-env`` refuses every route without the key (401 in
+OpenAI's shape) and serves with it; the key reaches the ingress by reference
+only; llmctl's own calls (up's model check, bench, status) use it;
+``check --security`` passes on it and names each finding on an app without a key."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import TEST_API_KEY as KEY, TEST_API_KEY_VAR as KEY_VAR
+
+# a (fake) Hub token sent as a value by the last test: its own, so no other module's leak checks see it
+SECRET = "hf_security_check_leak_" + __import__("secrets").token_hex(12)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.engine]
+
+APP, ROUTE = "secure_app", "/secure"
+# Ray Serve LLM 2.60's OpenAI ingress routes (DEFAULT_ENDPOINTS), and vLLM-server routes it does not mount
+INGRESS_ROUTES = [("GET", "/v1/models"), ("GET", "/v1/models/tiny"), ("POST", "/v1/completions"),
+                  ("POST", "/v1/chat/completions"), ("POST", "/v1/embeddings"), ("POST", "/v1/audio/transcriptions"),
+                  ("POST", "/v1/score"), ("POST", "/tokenize"), ("POST", "/detokenize")]
+NOT_MOUNTED = [("POST", "/invocations"), ("GET", "/health"), ("GET", "/metrics"), ("GET", "/version")]
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    def json(self):
+        return json.loads(self.out)
+
+
+def llmctl(*args, env: dict | None = None, timeout: float = 900) -> Run:
+    full = {k: v for k, v in os.environ.items() if k != KEY_VAR}  # the key lives in the head's environment only
+    full.update(env or {})
+    p = subprocess.run([sys.executable, "-m", "llmctl", *map(str, args)], env=full, stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=timeout)
+    return Run(p.returncode, p.stdout, p.stderr)
+
+
+def gen(tiny_model, out: Path, *extra) -> Path:
+    r = llmctl("gen-config", "--model", tiny_model, "--model-id", "tiny", "--gpu", "cpu", "--min-replicas", "1",
+               "--max-replicas", "1", "--app-name", APP, "--route-prefix", ROUTE, "--yes", "--output-dir", out, *extra)
+    assert r.code == 0, r.err
+    return next(out.glob("serve_*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def keyed_app(ray_head, tiny_model, tmp_path_factory):
+    env = {"LLMCTL_HOME": str(ray_head.home)}
+    serve = gen(tiny_model, tmp_path_factory.mktemp("keyed"), "--api-key-env", KEY_VAR)
+    # a variable the head was not started with: refused before anything is deployed
+    other = gen(tiny_model, tmp_path_factory.mktemp("other"), "--api-key-env", "LLMCTL_KEY_NOT_ON_THE_HEAD")
+    refused = llmctl("up", other, env={**env, "LLMCTL_KEY_NOT_ON_THE_HEAD": "x" * 32})
+    assert refused.code == 2 and "started without it" in refused.err and "LLMCTL_KEY_NOT_ON_THE_HEAD" in refused.err, refused.err
+    t0 = time.monotonic()
+    r = llmctl("up", serve, "--timeout", "800", env=env)
+    assert r.code == 0, r.out + r.err
+    print(f"\nup (API-key app) -> RUNNING: {time.monotonic() - t0:.1f}s")
+    return {"run": r, "serve": serve, "http": ray_head.http + ROUTE, "endpoint": ray_head.http + ROUTE + "/v1"}
+
+
+def _mounted_routes(base: str) -> list[tuple[str, str]]:
+    """Every (method, path) in the app's OpenAPI schema (read with the key), path parameters filled."""
+    schema = httpx.get(base + "/openapi.json", headers={"Authorization": f"Bearer {KEY}"}, timeout=30).json()
+    routes = [(m.upper(), p.replace("{model}", "tiny").replace("{model:path}", "tiny"))
+              for p, ops in schema["paths"].items() for m in ops]
+    return sorted(set(routes) | set(INGRESS_ROUTES) | {("GET", "/openapi.json"), ("GET", "/docs")})
+
+
+def _call(base: str, method: str, path: str, key: str | None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
+    return httpx.request(method, base + path, headers=headers, json={} if method == "POST" else None, timeout=60)
+
+
+def test_every_route_refuses_a_request_without_the_key(keyed_app):
+    base = keyed_app["http"]
+    routes = _mounted_routes(base)
+    assert {("POST", "/tokenize"), ("POST", "/v1/embeddings"), ("POST", "/v1/chat/completions")} <= set(routes)
+    for method, path in routes + NOT_MOUNTED:
+        for key in (None, "wrong-" + KEY):
+            r = _call(base, method, path, key)
+            assert r.status_code == 401, (method, path, key is not None, r.status_code)
+            err = r.json()["error"]  # OpenAI's error shape
+            assert err["code"] == "invalid_api_key" and err["type"] == "invalid_request_error" and err["message"]
+        right = _call(base, method, path, KEY)
+        assert right.status_code not in (401, 403), (method, path, right.status_code)
+    # with the key: the models listed, a real completion (text is random: only its shape)
+    auth = {"Authorization": f"Bearer {KEY}"}
+    assert [m["id"] for m in httpx.get(base + "/v1/models", headers=auth, timeout=30).json()["data"]] == ["tiny"]
+    c = httpx.post(base + "/v1/chat/completions", headers=auth, timeout=120,
+                   json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+    assert c.status_code == 200 and isinstance(c.json()["choices"][0]["message"]["content"], str)
+    # Serve's proxy health checks are the proxy's own: they stay open
+    root = base[: -len(ROUTE)]
+    assert httpx.get(root + "/-/healthz", timeout=30).status_code == 200
+
+
+def test_key_reaches_the_ingress_by_reference_only(keyed_app, cluster_home):
+    api = httpx.get(cluster_home.dashboard_url + "/api/serve/applications/", headers=cluster_home.headers, timeout=30)
+    assert KEY not in api.text
+    cfg = api.json()["applications"][APP]["deployed_app_config"]
+    assert cfg["args"]["ingress_cls_config"] == {"ingress_cls": "llmctl_apikey:ApiKeyIngress",
+                                                 "ingress_extra_kwargs": {"api_key_env": KEY_VAR}}
+    mods = cfg["runtime_env"]["py_modules"]
+    assert len(mods) == 1 and mods[0].startswith("gcs://_ray_pkg_")
+    for path in ("/api/v0/tasks?detail=1&limit=10000", "/api/v0/actors?detail=1&limit=10000", "/api/v0/runtime_envs?detail=1"):
+        assert KEY not in httpx.get(cluster_home.dashboard_url + path, headers=cluster_home.headers, timeout=60).text, path
+    session = Path(cluster_home.state.temp_dir)
+    leaked = [str(p) for p in session.rglob("*") if p.is_file() and not p.is_symlink() and KEY.encode() in p.read_bytes()]
+    assert not leaked, leaked
+
+
+def test_llmctl_uses_the_key(keyed_app, cluster_home):
+    up = keyed_app["run"]
+    assert f'Authorization: Bearer ${KEY_VAR}' in up.out and f'os.environ["{KEY_VAR}"]' in up.out
+    assert "uploaded to the cluster" in up.err and KEY not in up.out + up.err
+    env = {"LLMCTL_HOME": str(cluster_home.home)}
+    st = llmctl("status", "--json", env=env)
+    app = next(a for a in st.json()["applications"] if a["name"] == APP)
+    assert app["api_key_env"] == KEY_VAR and KEY not in st.out
+    b = llmctl("bench", APP, "-n", "2", "--concurrency", "1", "--max-tokens", "4", "--json", env=env)
+    assert b.code == 0, b.err
+    data = b.json()
+    assert data["summary"]["done"] == 2 and data["summary"]["failed"] == 0 and KEY not in b.out
+    # an endpoint given by URL: the key by --api-key-env, or a one-line refusal naming the flag
+    nokey = llmctl("bench", "--url", keyed_app["endpoint"], "-n", "1", env=env)
+    assert nokey.code == 2 and "--api-key-env" in nokey.err and "401" in nokey.err, nokey.err
+    withkey = llmctl("bench", "--url", keyed_app["endpoint"], "-n", "1", "--max-tokens", "4", "--api-key-env", "MY_KEY",
+                     "--json", env={**env, "MY_KEY": KEY})
+    assert withkey.code == 0 and withkey.json()["summary"]["done"] == 1, withkey.err
+
+
+def _rows(run: Run) -> list[dict]:
+    return run.json()["rows"]
+
+
+def test_check_security_passes_on_the_keyed_app(keyed_app, cluster_home):
+    env = {"LLMCTL_HOME": str(cluster_home.home), "HF_TOKEN": SECRET}
+    r = llmctl("check", "--security", APP, "--json", env=env)
+    assert r.code == 0, r.out + r.err
+    rows = _rows(r)
+    routes = {row["target"].split(" ", 1)[1] for row in rows if row["area"] == "endpoint"}
+    assert {"POST /tokenize", "POST /v1/embeddings", "POST /invocations", "GET /v1/models", "GET /openapi.json"} <= routes
+    assert all("no key 401, wrong key 401" in row["result"] for row in rows if row["area"] == "endpoint")
+    dash = [row for row in rows if row["area"] == "dashboard"]
+    assert dash and all(row["result"].startswith(("HTTP 401", "HTTP 403")) for row in dash)
+    leaks = [row for row in rows if row["area"] == "leak"]
+    assert len(leaks) >= 5 and all(row["result"] == "clean" for row in leaks), leaks
+    assert KEY not in r.out and SECRET not in r.out
+    table = llmctl("check", "--security", APP, env=env)  # the table
+    assert table.code == 0 and "no findings" in table.out and "POST /invocations" in table.out
+
+
+def test_check_security_names_each_finding_on_an_app_without_a_key(keyed_app, cluster_home, tiny_model, tmp_path):
+    """The same app redeployed without a key and with the Hub token sent as a value (up --send-token)."""
+    import yaml
+
+    env = {"LLMCTL_HOME": str(cluster_home.home)}
+    serve = gen(tiny_model, tmp_path / "open")
+    mc = next((tmp_path / "open" / "model_config").glob("*.yaml"))
+    llm = yaml.safe_load(mc.read_text())
+    llm["runtime_env"] = {"env_vars": {"HF_TOKEN": "${LLMCTL_LEAKED_TOKEN}"}}
+    mc.write_text(yaml.safe_dump(llm, sort_keys=False))
+    up = llmctl("up", serve, "--send-token", "--timeout", "800", env={**env, "LLMCTL_LEAKED_TOKEN": SECRET})
+    assert up.code == 0, up.out + up.err
+    try:
+        r = llmctl("check", "--security", APP, "--json", env={**env, "HF_TOKEN": SECRET})
+        assert r.code == 2, r.out + r.err
+        found = {(row["area"], row["target"]) for row in _rows(r) if row["finding"]}
+        for method, path in (("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/tokenize"),
+                             ("POST", "/v1/embeddings"), ("GET", "/openapi.json")):
+            assert ("endpoint", f"{APP} {method} {path}") in found, (method, path, found)
+        assert ("endpoint", f"{APP} POST /invocations") not in found  # not mounted: 404 is not a finding
+        assert ("leak", "the deployed configs (GET /api/serve/applications/)") in found, found
+        assert not any(area == "dashboard" for area, _ in found)  # the head keeps its token
+        assert SECRET not in r.out + r.err
+        table = llmctl("check", "--security", APP, env={**env, "HF_TOKEN": SECRET})
+        assert table.code == 2 and "FINDING" in table.out and "finding(s)" in table.err and SECRET not in table.out
+    finally:
+        down = llmctl("down", APP, env=env)
+        assert down.code == 0, down.err
