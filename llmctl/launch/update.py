@@ -29,12 +29,17 @@ from llmctl.paths import llmctl_home
 
 
 def _llm_defaults() -> dict:
-    """What Ray Serve LLM merges under a deployment_config (core/server/builder.py)."""
+    """What Ray Serve LLM merges under a deployment_config: its
+    ``DEFAULT_DEPLOYMENT_OPTIONS`` (core/server/builder.py), built from the
+    same constants (importing the builder imports vLLM: tens of seconds)."""
     try:
-        from ray.llm._internal.serve.core.server.builder import DEFAULT_DEPLOYMENT_OPTIONS
+        from ray.llm._internal.serve import constants as c
     except Exception:  # noqa: BLE001 - Ray LLM not importable here: the overrides go without its defaults
         return {}
-    return copy.deepcopy(DEFAULT_DEPLOYMENT_OPTIONS)
+    return {"max_ongoing_requests": c.DEFAULT_MAX_ONGOING_REQUESTS,
+            "health_check_period_s": c.DEFAULT_HEALTH_CHECK_PERIOD_S,
+            "health_check_timeout_s": c.DEFAULT_HEALTH_CHECK_TIMEOUT_S,
+            "autoscaling_config": {"target_ongoing_requests": c.DEFAULT_MAX_TARGET_ONGOING_REQUESTS}}
 
 
 def lift_and_plan(status: dict, payload: dict, names: list[str]) -> tuple[dict, _rollout.Plan]:
