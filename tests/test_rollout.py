@@ -1,4 +1,4 @@
-"""The update plan (issue 23, llmctl/launch/rollout.py) against Ray Serve's
+"""The update plan (issue 23, llmctl/rollout.py) against Ray Serve's
 own rules, read from the installed Ray: DeploymentConfig's update types, the
 app code version (deploy_utils.get_app_code_version), the rolling-update
 constants. No cluster: the cluster behaviour is tests/test_rollout_e2e.py."""
@@ -12,7 +12,8 @@ import stat
 
 import pytest
 
-from llmctl.launch import rollout, update
+from llmctl import rollout
+from llmctl.launch import update
 
 LLM = {
     "model_loading_config": {"model_id": "tiny", "model_source": "/models/tiny"},

@@ -70,7 +70,10 @@ class Watch:
         while not self._stop.is_set():
             try:
                 ids = _replica_ids(self.dashboard)
-                self.samples.append(len(ids.get("LLMServer:tiny-roll", ())))
+                # While the controller rebuilds the app (a new code version) the REST
+                # answer lists no deployments for a few seconds: unknown, not zero.
+                if "LLMServer:tiny-roll" in ids:
+                    self.samples.append(len(ids["LLMServer:tiny-roll"]))
             except (httpx.HTTPError, KeyError):
                 pass
             time.sleep(0.5)
@@ -113,7 +116,8 @@ def test_rolling_then_in_place_then_rollback(roll_app, cluster_home):
     assert r.code == 0, (r.out, r.err)
     assert f"{APP}: rolling restart" in r.err
     assert s["failed"] == 0 and s["done"] > 0, s
-    assert running and min(running) >= 1, running  # a replica served throughout
+    assert len(running) > 20 and min(running) >= 1, running  # a replica served throughout
+    print(f"\nrolling: {s['done']} requests, 0 failed; RUNNING LLMServer replicas seen: {sorted(set(running))}")
     after_rolling = _replica_ids(dash)
     assert not (after_rolling["LLMServer:tiny-roll"] & before["LLMServer:tiny-roll"])  # every replica replaced
     config_rolled = _app(dash)["deployed_app_config"]

@@ -48,7 +48,7 @@ def _confirm_on_terminal(plan) -> bool:
     Without one (CI), ``up`` applies as it always has: the plan is printed first."""
     import sys
 
-    from llmctl.launch.rollout import IN_PLACE, REMOVED_APP, ROLLING
+    from llmctl.rollout import IN_PLACE, REMOVED_APP, ROLLING
     from llmctl.prompts import ask_confirm
 
     if not any(k in (IN_PLACE, ROLLING, REMOVED_APP) for k in plan.kinds().values()):

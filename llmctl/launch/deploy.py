@@ -367,7 +367,7 @@ def _preflight_steps(prepared: Prepared, client: ServeClient, target: _address.T
 
 def _deploy_steps(prepared: Prepared, client: ServeClient, target: _address.Target, http_host: str | None,
                   dry_run: bool = False, confirm: Callable | None = None) -> Generator[UpEvent, None, tuple[dict, float] | None]:
-    """The plan (launch/rollout.py), then PUT the apps (with the others already
+    """The plan (llmctl/rollout.py), then PUT the apps (with the others already
     running). Returns the apps being replaced ({name: their
     last_deployed_time_s}) and when the PUT returned; None for a dry run."""
     current = client.status()
@@ -483,7 +483,7 @@ def up(
     ``address``: a dashboard URL, GCS ``host:port`` or ``ray://host:port``
     (default: the local head llmctl started, started now if none runs).
     ``wait=False`` returns once Ray took the config. Before the PUT the plan
-    (:class:`PlanReady`, launch/rollout.py) goes to ``on_event``; ``dry_run``
+    (:class:`PlanReady`, llmctl/rollout.py) goes to ``on_event``; ``dry_run``
     stops there (nothing deployed); ``confirm(plan)`` returning False stops
     there too (DeployFailed). Progress goes to
     ``on_event`` (a :class:`Step` or :class:`Progress`; ``print`` shows one

@@ -54,7 +54,7 @@ class Progress:
 
 @dataclass
 class PlanReady:
-    """What the update will do (launch/rollout.py ``Plan``), before anything is sent."""
+    """What the update will do (llmctl/rollout.py ``Plan``), before anything is sent."""
 
     plan: "object"
 

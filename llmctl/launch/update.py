@@ -1,5 +1,5 @@
 """Updating a running app: the payload with in-place changes lifted into
-deployment overrides, its plan (:mod:`llmctl.launch.rollout`), the surge
+deployment overrides, its plan (:mod:`llmctl.rollout`), the surge
 preflight, and the history of what llmctl deployed (issue 23).
 
 History
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from llmctl.errors import UsageError, param
-from llmctl.launch import rollout as _rollout
+from llmctl import rollout as _rollout
 from llmctl.paths import llmctl_home
 
 
