@@ -244,3 +244,20 @@ def test_llm_defaults_mirror_ray_serve_llms_builder():
         return getattr(constants, n.id)
 
     assert update._llm_defaults() == ev(node)
+
+
+def test_status_shows_a_rollout_in_progress():
+    from llmctl.launch.serve_api import rollout_text, summarize
+
+    t0 = 1000.0
+    dep = {"status": "UPDATING", "target_num_replicas": 2, "deployment_config": {"rolling_update_percentage": 0.2},
+           "replicas": [{"replica_id": "a", "state": "RUNNING", "start_time_s": t0 - 50},
+                        {"replica_id": "b", "state": "STOPPING", "start_time_s": t0 - 50},
+                        {"replica_id": "c", "state": "STARTING", "start_time_s": t0 + 3}]}
+    assert rollout_text(dep, t0) == "rolling: 1 old, 1 new (0 RUNNING), 1 old stopping (wave 1 of 2)"
+    dep["replicas"] = [dep["replicas"][0], dict(dep["replicas"][2], state="RUNNING"),
+                       {"replica_id": "d", "state": "STARTING", "start_time_s": t0 + 40}]
+    assert rollout_text(dep, t0) == "rolling: 1 old, 2 new (1 RUNNING) (wave 2 of 2)"
+    assert rollout_text(dict(dep, status="HEALTHY"), t0) == ""
+    st = {"applications": {"a": {"status": "DEPLOYING", "last_deployed_time_s": t0, "deployments": {"LLMServer:x": dep}}}}
+    assert summarize(st, "http://127.0.0.1:8265")[0].deployments[0].rollout.startswith("rolling: 1 old, 2 new")

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from helpers import Proc
+from llmctl.launch.serve_api import summarize
 from test_launch import llmctl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.engine]
@@ -63,6 +64,7 @@ class Watch:
 
     def __init__(self, dashboard: str):
         self.dashboard, self.samples, self._stop = dashboard, [], threading.Event()
+        self.rollouts: list[str] = []  # what `status` shows mid-rollout
         self.t = threading.Thread(target=self._run, daemon=True)
         self.t.start()
 
@@ -74,6 +76,9 @@ class Watch:
                 # answer lists no deployments for a few seconds: unknown, not zero.
                 if "LLMServer:tiny-roll" in ids:
                     self.samples.append(len(ids["LLMServer:tiny-roll"]))
+                st = httpx.get(self.dashboard + "/api/serve/applications/", timeout=10).json()
+                for a in summarize(st, self.dashboard):
+                    self.rollouts += [f"{d.name}: {d.rollout}" for d in a.deployments if a.name == APP and d.rollout]
             except (httpx.HTTPError, KeyError):
                 pass
             time.sleep(0.5)
@@ -117,6 +122,8 @@ def test_rolling_then_in_place_then_rollback(roll_app, cluster_home):
     assert f"{APP}: rolling restart" in r.err
     assert s["failed"] == 0 and s["done"] > 0, s
     assert len(running) > 20 and min(running) >= 1, running  # a replica served throughout
+    assert any(r.startswith("LLMServer:tiny-roll: rolling: ") and "(wave " in r for r in watch.rollouts), watch.rollouts
+    print(f"\nstatus mid-rollout: {sorted(set(watch.rollouts))[:6]}")
     print(f"\nrolling: {s['done']} requests, 0 failed; RUNNING LLMServer replicas seen: {sorted(set(running))}")
     after_rolling = _replica_ids(dash)
     assert not (after_rolling["LLMServer:tiny-roll"] & before["LLMServer:tiny-roll"])  # every replica replaced
