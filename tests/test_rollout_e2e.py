@@ -110,6 +110,7 @@ def test_rolling_then_in_place_then_rollback(roll_app, cluster_home):
     _edit(model_cfg, lambda d: d["engine_kwargs"].update(max_num_seqs=8))
     dry = llmctl("up", serve, "--dry-run")
     assert dry.code == 0, dry.err
+    print("\n$ llmctl up --dry-run (rolling)\n" + dry.out)
     assert f"{APP}: rolling restart" in dry.out and "engine_kwargs.max_num_seqs: (unset) -> 8" in dry.out, dry.out
     assert "rollout LLMServer:tiny-roll: 2 replica(s)" in dry.out and "1 of 2 serving during a wave" in dry.out, dry.out
     assert _replica_ids(dash) == before  # the dry run changed nothing
@@ -132,6 +133,7 @@ def test_rolling_then_in_place_then_rollback(roll_app, cluster_home):
     # 2. in place: the autoscaling bounds
     _edit(model_cfg, lambda d: d["deployment_config"]["autoscaling_config"].update(max_replicas=3))
     dry = llmctl("up", serve, "--dry-run")
+    print("\n$ llmctl up --dry-run (in place)\n" + dry.out)
     assert f"{APP}: in place" in dry.out and "autoscaling_config.max_replicas: 2 -> 3" in dry.out, dry.out
     assert "rollout " not in dry.out, dry.out
     load = _bench()
@@ -152,6 +154,7 @@ def test_rolling_then_in_place_then_rollback(roll_app, cluster_home):
     assert len(rows) == 3 and rows[-1]["current"] and "max_replicas" in rows[-1]["diff"]
     dry = llmctl("rollback", APP, "--dry-run")
     assert dry.code == 0, dry.err
+    print("\n$ llmctl rollback --dry-run\n" + dry.out + "\n$ llmctl history\n" + llmctl("history", APP).out)
     assert f"{APP}: in place" in dry.out and "autoscaling_config.max_replicas: 3 -> 2" in dry.out, dry.out
     r = llmctl("rollback", APP, "--timeout", "300")
     assert r.code == 0, (r.out, r.err)
