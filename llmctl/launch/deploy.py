@@ -54,7 +54,7 @@ from llmctl.launch import tokens as _tokens
 from llmctl.launch import update as _update
 from llmctl.launch.events import PlanReady, Progress, Step, UpEvent, UpResult
 from llmctl.launch.watch import check_models, wait_running  # noqa: F401 (check_models: re-exported)
-from llmctl.launch.serve_api import TERMINAL_BAD, ServeClient, deployed_configs, scrub, summarize, wait_gone
+from llmctl.launch.serve_api import ServeClient, deployed_configs, scrub, summarize
 
 
 # --------------------------------------------------------------------------
@@ -381,23 +381,7 @@ def _deploy_steps(prepared: Prepared, client: ServeClient, target: _address.Targ
         return None
     if confirm is not None and not confirm(the_plan):
         raise DeployFailed("the plan was not confirmed; nothing was deployed")
-    # Ray does not retry a failed app whose config did not change: remove it first.
-    failed_same = [
-        a.get("name") for a in payload["applications"]
-        if a.get("name") in prepared.app_names
-        and (current.get("applications") or {}).get(a.get("name"), {}).get("status") in TERMINAL_BAD
-        and current["applications"][a.get("name")].get("deployed_app_config") == a
-    ]  # fmt: skip
-    if failed_same:
-        yield Step(f"removing the failed {', '.join(failed_same)} before deploying it again …")
-        without = dict(payload, applications=[a for a in payload["applications"] if a.get("name") not in failed_same])
-        if without["applications"]:
-            client.deploy(without)
-        else:
-            client.delete_all()
-        for _ in wait_gone(client, failed_same, timeout=120):
-            pass
-        current = client.status()
+    current = yield from _update.remove_failed_same(client, payload, current, prepared.app_names)
     # Apps being replaced by a different config: until the controller takes the
     # new config, GET still shows the old version (possibly RUNNING).
     before = current.get("applications") or {}
@@ -438,6 +422,11 @@ def iter_up(
     t0 = time.monotonic()
     prepared = yield from _prepare_steps(serve_path, address, send_token, http_host)
     prepared.source = source or prepared.source  # what the history names (rollback: the entry)
+    if dry_run and _local_default(address) and _cluster.running_state() is None:  # a dry run starts nothing
+        yield PlanReady(_update.plan_without_cluster(prepared.config, prepared.app_names))
+        yield Step("no local Ray head runs: `llmctl up` would start one")
+        yield UpResult([], "", None, [m for n in prepared.app_names for m in prepared.model_ids.get(n, [])], 0.0, False, True)
+        return
     client, target, started = yield from _connect_steps(address, num_cpus, num_gpus)
     with client:
         if not send_token:

@@ -65,6 +65,34 @@ def lift_and_plan(status: dict, payload: dict, names: list[str]) -> tuple[dict, 
     return out, _rollout.plan(status, out, names, lifted)
 
 
+def plan_without_cluster(config: dict, names: list[str]) -> _rollout.Plan:
+    """The plan when no cluster runs yet: every application is new."""
+    return _rollout.plan({"applications": {}}, config, names)
+
+
+def remove_failed_same(client, payload: dict, current: dict, names: list[str]):
+    """Ray does not retry a failed app whose config did not change: remove it
+    first (a generator of Steps; returns the status after)."""
+    from llmctl.launch.events import Step
+    from llmctl.launch.serve_api import TERMINAL_BAD, wait_gone
+
+    apps = current.get("applications") or {}
+    failed_same = [a.get("name") for a in payload["applications"]
+                   if a.get("name") in names and (apps.get(a.get("name")) or {}).get("status") in TERMINAL_BAD
+                   and apps[a.get("name")].get("deployed_app_config") == a]
+    if not failed_same:
+        return current
+    yield Step(f"removing the failed {', '.join(failed_same)} before deploying it again …")
+    without = dict(payload, applications=[a for a in payload["applications"] if a.get("name") not in failed_same])
+    if without["applications"]:
+        client.deploy(without)
+    else:
+        client.delete_all()
+    for _ in wait_gone(client, failed_same, timeout=120):
+        pass
+    return client.status()
+
+
 def surge_check(p: _rollout.Plan, client) -> str | None:
     """Do the rollouts' surge replicas fit in the cluster's free resources?"""
     if not any(r.surge for r in p.rollouts):
