@@ -261,3 +261,43 @@ def test_status_shows_a_rollout_in_progress():
     assert rollout_text(dict(dep, status="HEALTHY"), t0) == ""
     st = {"applications": {"a": {"status": "DEPLOYING", "last_deployed_time_s": t0, "deployments": {"LLMServer:x": dep}}}}
     assert summarize(st, "http://127.0.0.1:8265")[0].deployments[0].rollout.startswith("rolling: 1 old, 2 new")
+
+
+# --------------------------------------------------------------------------
+# the commands without a cluster
+
+
+def test_dry_run_starts_no_head_and_bad_input_is_one_line(config_model, tmp_path, llmctl_home):
+    from test_launch import llmctl
+
+    r = llmctl("gen-config", "--model", config_model, "--model-id", "tiny", "--gpu", "cpu", "--yes", "-o", tmp_path)
+    assert r.code == 0, r.err
+    serve = next(tmp_path.glob("serve_*.yaml"))
+    r = llmctl("up", serve, "--dry-run")
+    assert r.code == 0, r.err
+    assert "llm_app: new application" in r.out and "dry run: nothing was changed" in r.out
+    assert "no local Ray head runs" in r.err and not (llmctl_home / "cluster.json").exists()
+    j = llmctl("up", serve, "--dry-run", "--json")
+    assert j.code == 0 and j.json()["apps"] == {"llm_app": rollout.NEW_APP}
+    for args in (["history"], ["rollback", "llm_app"]):
+        r = llmctl(*args)
+        assert r.code == 3 and r.err.count("\n") == 1 and "Traceback" not in r.err, (args, r.err)
+
+
+def test_confirmation_only_on_a_terminal_and_only_for_a_running_app(monkeypatch):
+    import sys
+
+    from llmctl.cli import up as up_cli
+    from llmctl import prompts
+
+    a = rollout.canonical(app(), update._llm_defaults())
+    _, change = put(deployed(a), with_llm(lambda l: l["engine_kwargs"].update(max_num_seqs=8)))
+    _, new = put({"applications": {}}, app())
+    asked = []
+    monkeypatch.setattr(prompts, "ask_confirm", lambda msg, default: asked.append((msg, default)) or False)
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: False, raising=False)
+    assert up_cli._confirm_on_terminal(change) and not asked  # no terminal: applies (the plan is printed first)
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    assert up_cli._confirm_on_terminal(new) and not asked  # new apps only: nothing running changes
+    assert up_cli._confirm_on_terminal(change) is False and asked == [("Apply this plan?", False)]
