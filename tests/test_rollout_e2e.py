@@ -142,6 +142,7 @@ def test_rolling_then_in_place_then_rollback(roll_app, cluster_home):
     time.sleep(5)
     s = _finish(load)
     assert r.code == 0, (r.out, r.err)
+    assert f"{APP}: in place" in r.err  # the plan, printed before the PUT
     assert s["failed"] == 0 and s["done"] > 0, s
     assert _replica_ids(dash) == after_rolling  # no replica restarted
     asc = _app(dash)["deployments"]["LLMServer:tiny-roll"]["deployment_config"]["autoscaling_config"]
@@ -158,6 +159,7 @@ def test_rolling_then_in_place_then_rollback(roll_app, cluster_home):
     assert f"{APP}: in place" in dry.out and "autoscaling_config.max_replicas: 3 -> 2" in dry.out, dry.out
     r = llmctl("rollback", APP, "--timeout", "300")
     assert r.code == 0, (r.out, r.err)
+    assert f"{APP}: in place" in r.err and "rolling roll_app back to entry 2" in r.err
     assert _app(dash)["deployed_app_config"] == config_rolled  # back to the config before the in-place change
     assert _replica_ids(dash) == after_rolling
     rows = llmctl("history", APP, "--json").json()[APP]
