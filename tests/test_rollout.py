@@ -301,3 +301,13 @@ def test_confirmation_only_on_a_terminal_and_only_for_a_running_app(monkeypatch)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
     assert up_cli._confirm_on_terminal(new) and not asked  # new apps only: nothing running changes
     assert up_cli._confirm_on_terminal(change) is False and asked == [("Apply this plan?", False)]
+
+
+def test_the_plan_shows_no_token():
+    secret = "hf_abcdefghijklmnopqrstuvwxyz012345"
+    a = rollout.canonical(app(), update._llm_defaults())
+    new = app(runtime_env={"env_vars": {"HF_TOKEN": secret}})
+    _, p = put(deployed(a), new)
+    assert secret in json.dumps(p.to_json())  # the raw plan has it …
+    p = update.scrub_plan(p, [secret])
+    assert secret not in json.dumps(p.to_json()) and secret not in "\n".join(p.lines()) and "***" in "\n".join(p.lines())

@@ -54,7 +54,7 @@ from llmctl.launch import tokens as _tokens
 from llmctl.launch import update as _update
 from llmctl.launch.events import PlanReady, Progress, Step, UpEvent, UpResult
 from llmctl.launch.watch import check_models, wait_running  # noqa: F401 (check_models: re-exported)
-from llmctl.launch.serve_api import ServeClient, deployed_configs, scrub, summarize
+from llmctl.launch.serve_api import ServeClient, deployed_configs, scrub, secret_values, summarize
 
 
 # --------------------------------------------------------------------------
@@ -373,7 +373,7 @@ def _deploy_steps(prepared: Prepared, client: ServeClient, target: _address.Targ
     current = client.status()
     payload = compose(prepared, current, target.local, dashboard_url=target.dashboard_url, http_host=http_host)
     payload, the_plan = _update.lift_and_plan(current, payload, prepared.app_names)
-    yield PlanReady(the_plan)
+    yield PlanReady(_update.scrub_plan(the_plan, prepared.secrets + secret_values(current)))
     problem = _update.surge_check(the_plan, client)
     if problem:
         raise PreflightFailed(problem + f"; nothing was deployed ({param('preflight', False)} skips this check)")

@@ -65,6 +65,25 @@ def lift_and_plan(status: dict, payload: dict, names: list[str]) -> tuple[dict, 
     return out, _rollout.plan(status, out, names, lifted)
 
 
+def scrub_plan(p: _rollout.Plan, secrets: list[str]) -> _rollout.Plan:
+    """The plan with every known secret value (``send_token``'s, the deployed
+    configs' literal tokens) replaced by ``***`` in the values it shows."""
+    def walk(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, str):
+            for sec in secrets:
+                if sec and len(sec) >= 4:
+                    v = v.replace(sec, "***")
+        return v
+
+    for c in p.changes:
+        c.old, c.new = walk(c.old), walk(c.new)
+    return p
+
+
 def plan_without_cluster(config: dict, names: list[str]) -> _rollout.Plan:
     """The plan when no cluster runs yet: every application is new."""
     return _rollout.plan({"applications": {}}, config, names)
