@@ -13,7 +13,6 @@ and those are put back to their references before writing.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
