@@ -27,6 +27,7 @@ from llmctl.cli import check as _check  # noqa: E402,F401
 from llmctl.cli import bench as _bench, top as _top  # noqa: E402,F401
 from llmctl.cli import kuberay as _kuberay  # noqa: E402,F401
 from llmctl.cli import lora as _lora  # noqa: E402,F401
+from llmctl.cli import history as _history, diff as _diff  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> int:

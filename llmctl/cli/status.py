@@ -53,6 +53,8 @@ def _status_table(rep):
         for d in a.deployments:
             if d.autoscaling:  # Serve's own words: "Upscaling from 1 to 2 replicas."
                 msgs.append(Text(f"{a.name}/{d.name}: {d.autoscaling}", style="cyan"))
+            if d.rollout:  # mid-rollout: old and new replicas, the wave
+                msgs.append(Text(f"{a.name}/{d.name}: {d.rollout}", style="cyan"))
         if a.status != "RUNNING":
             if a.message:
                 msgs.append(Text(f"{a.name}: {a.message.splitlines()[0]}", style="yellow"))

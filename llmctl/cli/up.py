@@ -43,6 +43,21 @@ def _apply_fixes(file: Path, fixable: list, yes: bool) -> None:
         done.add(model_id)
 
 
+def _confirm_on_terminal(plan) -> bool:
+    """Ask before an update that changes a running app, on a terminal only.
+    Without one (CI), ``up`` applies as it always has: the plan is printed first."""
+    import sys
+
+    from llmctl.rollout import IN_PLACE, REMOVED_APP, ROLLING
+    from llmctl.prompts import ask_confirm
+
+    if not any(k in (IN_PLACE, ROLLING, REMOVED_APP) for k in plan.kinds().values()):
+        return True  # new applications only: nothing running changes
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return True
+    return ask_confirm("Apply this plan?", False)
+
+
 TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="Seconds to wait for RUNNING before giving up (the app keeps deploying).")]
 
 def _lora_models(result, file: Path) -> dict[str, list[str]]:
@@ -85,7 +100,8 @@ def up_cmd(
     num_gpus: Annotated[Optional[int], typer.Option("--num-gpus", metavar="N", help="GPUs of a local head llmctl starts (default: Ray detects them; it honours CUDA_VISIBLE_DEVICES).", min=0)] = None,
     no_preflight: Annotated[bool, typer.Option("--no-preflight", help="Skip checking the cluster's resources before deploying.")] = False,
     fix: Annotated[bool, typer.Option("--fix", help="When a start-up failure has a mechanical fix, show it as a diff, apply it (after confirmation; the old file kept as .bak) and deploy again.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="With --fix: apply fixes without asking.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply the update plan (and, with --fix, fixes) without asking.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (what changes, in place or by rolling restart, the waves and extra resources) and change nothing.")] = False,
     http_host: Annotated[Optional[str], typer.Option("--http-host", metavar="HOST", help="Where Serve listens on a cluster given with --address (e.g. 0.0.0.0), instead of the file's http_options.host.")] = None,
     send_token: Annotated[bool, typer.Option("--send-token", help="Send the values of ${VAR} token references instead of the references (every dashboard client can read them).")] = False,
     json_out: JsonOpt = False,
@@ -95,15 +111,22 @@ def up_cmd(
 
     if timeout <= 0:
         raise UsageError(f"--timeout must be positive (got {timeout:g})")
-    if yes and not fix:
-        raise UsageError("--yes: only applies with --fix")
     result = None
+    confirm = None if yes or dry_run else _confirm_on_terminal
     for attempt in range(MAX_FIX_ROUNDS + 1):
         view = ProgressView()
         try:
             for ev in launch.iter_up(file, address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus, num_gpus=num_gpus,
-                                preflight=not no_preflight, send_token=send_token, http_host=http_host):
-                if isinstance(ev, launch.Step):
+                                preflight=not no_preflight, send_token=send_token, http_host=http_host,
+                                dry_run=dry_run, confirm=confirm):
+                if isinstance(ev, launch.PlanReady):
+                    if dry_run and json_out:
+                        print_json(ev.plan.to_json())
+                    elif dry_run:
+                        out.print(str(ev), markup=False, highlight=False)
+                    else:
+                        view.step(str(ev))
+                elif isinstance(ev, launch.Step):
                     view.step(ev.text)
                 elif isinstance(ev, launch.Progress):
                     view.update(ev)
@@ -120,6 +143,10 @@ def up_cmd(
         finally:
             view.close()
     assert result is not None
+    if dry_run:
+        if not json_out:
+            out.print("dry run: nothing was changed", markup=False)
+        return
     if json_out:
         print_json(result.to_json())
     elif not result.running:

@@ -26,7 +26,7 @@ from typing import Any
 _NAMES = {
     **{n: "deploy" for n in ("Prepared", "compose", "connect", "iter_up", "prepare", "up")},
     "check_models": "watch",
-    **{n: "events" for n in ("Progress", "Step", "UpEvent", "UpResult")},
+    **{n: "events" for n in ("PlanReady", "Progress", "Step", "UpEvent", "UpResult")},
     **{n: "operate" for n in ("DownResult", "StatusReport", "down", "iter_down", "status")},
     "reason_from_message": "reasons",
 }

@@ -51,9 +51,10 @@ from llmctl.launch import address as _address
 from llmctl.launch import cluster as _cluster
 from llmctl.launch import preflight as _preflight
 from llmctl.launch import tokens as _tokens
-from llmctl.launch.events import Progress, Step, UpEvent, UpResult
+from llmctl.launch import update as _update
+from llmctl.launch.events import PlanReady, Progress, Step, UpEvent, UpResult
 from llmctl.launch.watch import check_models, wait_running  # noqa: F401 (check_models: re-exported)
-from llmctl.launch.serve_api import TERMINAL_BAD, ServeClient, deployed_configs, scrub, summarize, wait_gone
+from llmctl.launch.serve_api import ServeClient, deployed_configs, scrub, secret_values, summarize
 
 
 # --------------------------------------------------------------------------
@@ -70,6 +71,12 @@ class Prepared:
     env_vars_used: list[str] = field(default_factory=list)
     pooling: dict[str, str] = field(default_factory=dict)  # model id -> pooling task (embedding / scoring models)
     llm_configs: dict[str, dict] = field(default_factory=dict)  # model id -> its LLMConfig as deployed
+    source: str = ""  # the serve file
+    filled: dict[str, str] = field(default_factory=dict)  # a value filled into the payload -> its variable
+
+    def token_refs(self) -> dict[str, str]:
+        """Values filled in (``send_token``) -> the variable they came from: history keeps the ``${VAR}``."""
+        return dict(self.filled)
 
 
 def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, local_node: bool = True,
@@ -117,7 +124,8 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, lo
         _fill_env(runtime_env, where, env, secrets, used, path, send_tokens)
     if len(set(names)) != len(names):
         raise UsageError(f"{path}: two applications have the same name")
-    return Prepared(config, names, model_ids, sources, secrets, used, pooling, llm_configs)
+    filled = {env[v]: v for v in used if send_tokens and env.get(v)}
+    return Prepared(config, names, model_ids, sources, secrets, used, pooling, llm_configs, str(path), filled)
 
 
 def _architectures(source, base_dir: Path) -> list[str]:
@@ -367,29 +375,23 @@ def _preflight_steps(prepared: Prepared, client: ServeClient, target: _address.T
         yield from cluster_versions_steps(client, prepared.config)
 
 
-def _deploy_steps(prepared: Prepared, client: ServeClient, target: _address.Target,
-                  http_host: str | None) -> Generator[Step, None, tuple[dict, float]]:
-    """PUT the apps (with the others already running). Returns the apps being
-    replaced ({name: their last_deployed_time_s}) and when the PUT returned."""
+def _deploy_steps(prepared: Prepared, client: ServeClient, target: _address.Target, http_host: str | None,
+                  dry_run: bool = False, confirm: Callable | None = None) -> Generator[UpEvent, None, tuple[dict, float] | None]:
+    """The plan (llmctl/rollout.py), then PUT the apps (with the others already
+    running). Returns the apps being replaced ({name: their
+    last_deployed_time_s}) and when the PUT returned; None for a dry run."""
     current = client.status()
     payload = compose(prepared, current, target.local, dashboard_url=target.dashboard_url, http_host=http_host)
-    # Ray does not retry a failed app whose config did not change: remove it first.
-    failed_same = [
-        a.get("name") for a in payload["applications"]
-        if a.get("name") in prepared.app_names
-        and (current.get("applications") or {}).get(a.get("name"), {}).get("status") in TERMINAL_BAD
-        and current["applications"][a.get("name")].get("deployed_app_config") == a
-    ]  # fmt: skip
-    if failed_same:
-        yield Step(f"removing the failed {', '.join(failed_same)} before deploying it again …")
-        without = dict(payload, applications=[a for a in payload["applications"] if a.get("name") not in failed_same])
-        if without["applications"]:
-            client.deploy(without)
-        else:
-            client.delete_all()
-        for _ in wait_gone(client, failed_same, timeout=120):
-            pass
-        current = client.status()
+    payload, the_plan = _update.lift_and_plan(current, payload, prepared.app_names)
+    yield PlanReady(_update.scrub_plan(the_plan, prepared.secrets + secret_values(current)))
+    problem = _update.surge_check(the_plan, client)
+    if problem:
+        raise PreflightFailed(problem + f"; nothing was deployed ({param('preflight', False)} skips this check)")
+    if dry_run:
+        return None
+    if confirm is not None and not confirm(the_plan):
+        raise DeployFailed("the plan was not confirmed; nothing was deployed")
+    current = yield from _update.remove_failed_same(client, payload, current, prepared.app_names)
     # Apps being replaced by a different config: until the controller takes the
     # new config, GET still shows the old version (possibly RUNNING).
     before = current.get("applications") or {}
@@ -405,6 +407,8 @@ def _deploy_steps(prepared: Prepared, client: ServeClient, target: _address.Targ
         raise DeployFailed(scrub(e.template, prepared.secrets)) from None
     t_deploy = time.monotonic()
     yield Step(f"deployed to {target.dashboard_url}")
+    _update.record(target.dashboard_url, [a for a in payload["applications"] if a.get("name") in prepared.app_names],
+                   str(prepared.source), prepared.token_refs())
     return stale, t_deploy
 
 
@@ -419,11 +423,20 @@ def iter_up(
     preflight: bool = True,
     send_token: bool = False,
     http_host: str | None = None,
+    dry_run: bool = False,
+    confirm: Callable | None = None,
+    source: str | None = None,
 ) -> Iterator[UpEvent]:
     """:func:`up` as a generator: yields Step and Progress events as they
     happen and ends with the UpResult (the CLI's progress display)."""
     t0 = time.monotonic()
     prepared = yield from _prepare_steps(serve_path, address, send_token, http_host)
+    prepared.source = source or prepared.source  # what the history names (rollback: the entry)
+    if dry_run and _local_default(address) and _cluster.running_state() is None:  # a dry run starts nothing
+        yield PlanReady(_update.plan_without_cluster(prepared.config, prepared.app_names))
+        yield Step("no local Ray head runs: `llmctl up` would start one")
+        yield UpResult([], "", None, [m for n in prepared.app_names for m in prepared.model_ids.get(n, [])], 0.0, False, True)
+        return
     client, target, started = yield from _connect_steps(address, num_cpus, num_gpus)
     with client:
         if not send_token:
@@ -432,8 +445,13 @@ def iter_up(
             yield from _preflight_steps(prepared, client, target)
         from llmctl.launch import apikey
 
-        yield from apikey.deliver_steps(prepared.config, client, target)
-        stale, t_deploy = yield from _deploy_steps(prepared, client, target, http_host)
+        yield from apikey.deliver_steps(prepared.config, client, target)  # before the plan: it names the package
+        deployed = yield from _deploy_steps(prepared, client, target, http_host, dry_run, confirm)
+        if deployed is None:  # a dry run
+            apps = [a for a in summarize(client.status(), client.url) if a.name in prepared.app_names]
+            yield _result(apps, client, target, prepared, time.monotonic() - t0, False, started)
+            return
+        stale, t_deploy = deployed
         if not wait:
             apps = [a for a in summarize(client.status(), client.url) if a.name in prepared.app_names]
             yield _result(apps, client, target, prepared, time.monotonic() - t0, False, started)
@@ -459,6 +477,8 @@ def up(
     preflight: bool = True,
     send_token: bool = False,
     http_host: str | None = None,
+    dry_run: bool = False,
+    confirm: Callable | None = None,
     on_event: Callable[[Step | Progress], None] | None = None,
 ) -> UpResult:
     """Validate, (start a local head,) preflight, deploy, wait until RUNNING;
@@ -466,13 +486,16 @@ def up(
 
     ``address``: a dashboard URL, GCS ``host:port`` or ``ray://host:port``
     (default: the local head llmctl started, started now if none runs).
-    ``wait=False`` returns once Ray took the config. Progress goes to
+    ``wait=False`` returns once Ray took the config. Before the PUT the plan
+    (:class:`PlanReady`, llmctl/rollout.py) goes to ``on_event``; ``dry_run``
+    stops there (nothing deployed); ``confirm(plan)`` returning False stops
+    there too (DeployFailed). Progress goes to
     ``on_event`` (a :class:`Step` or :class:`Progress`; ``print`` shows one
     line each). Raises ValidationFailed / PreflightFailed (exit 2),
     DeployFailed (exit 1), ClusterUnreachable (exit 3)."""
     result = None
     for ev in iter_up(serve_path, address=address, timeout=timeout, wait=wait, num_cpus=num_cpus, num_gpus=num_gpus, preflight=preflight,
-                      send_token=send_token, http_host=http_host):
+                      send_token=send_token, http_host=http_host, dry_run=dry_run, confirm=confirm):
         if isinstance(ev, UpResult):
             result = ev
         elif on_event is not None:

@@ -53,6 +53,16 @@ class Progress:
 
 
 @dataclass
+class PlanReady:
+    """What the update will do (llmctl/rollout.py ``Plan``), before anything is sent."""
+
+    plan: "object"
+
+    def __str__(self) -> str:
+        return "\n".join(self.plan.lines())  # type: ignore[attr-defined]
+
+
+@dataclass
 class UpResult:
     apps: list[AppSummary]
     dashboard_url: str
@@ -80,5 +90,5 @@ class UpResult:
         }
 
 
-UpEvent = Union[Step, Progress, UpResult]
+UpEvent = Union[Step, Progress, PlanReady, UpResult]
 

@@ -274,6 +274,7 @@ class DeploymentSummary:
     required_resources: dict[str, float] = field(default_factory=dict)
     running_replicas: int = 0
     autoscaling: str = ""  # Serve's autoscaling decision, e.g. "Upscaling from 1 to 2 replicas."
+    rollout: str = ""  # mid-rollout: old and new replicas and the wave (see rollout_text)
 
 
 @dataclass
@@ -348,6 +349,7 @@ def summarize(status: dict, dashboard_url: str) -> list[AppSummary]:
                     required_resources=dep.get("required_resources") or {},
                     running_replicas=counts.get("RUNNING", 0),
                     autoscaling=(dep.get("message") or "") if _SCALING_MESSAGE.match(dep.get("message") or "") else "",
+                    rollout=rollout_text(dep, app.get("last_deployed_time_s")),
                 )
             )
         route = app.get("route_prefix")
@@ -366,6 +368,34 @@ def summarize(status: dict, dashboard_url: str) -> list[AppSummary]:
             )
         )
     return apps
+
+
+def rollout_text(dep: dict, deployed_at: float | None) -> str:
+    """A deployment mid-rollout, e.g. ``rolling: 1 old, 1 new (wave 2 of 2)``.
+
+    Serve's REST API gives no replica versions; a replica started before the
+    app's last deploy (``start_time_s`` < ``last_deployed_time_s``) is of the
+    old version while the deployment is UPDATING for a config update (an
+    in-place change finishes without restarting, so it never shows here for
+    long). Waves as in llmctl/rollout.py (Serve's ``_rollout_size``)."""
+    import math
+
+    if dep.get("status") != "UPDATING" or not deployed_at:
+        return ""
+    reps = [r for r in dep.get("replicas") or [] if r.get("state") in ("RUNNING", "STARTING", "UPDATING", "STOPPING")]
+    old = [r for r in reps if (r.get("start_time_s") or 0) < deployed_at and r.get("state") != "STOPPING"]
+    stopping = [r for r in reps if (r.get("start_time_s") or 0) < deployed_at and r.get("state") == "STOPPING"]
+    new = [r for r in reps if (r.get("start_time_s") or 0) >= deployed_at]
+    if not new and not stopping:
+        return ""
+    target = dep.get("target_num_replicas") or len(old) + len(new) or 1
+    pct = float(((dep.get("deployment_config") or {}).get("rolling_update_percentage")) or 0.2)
+    wave = max(int(pct * target), 1)
+    waves = math.ceil(target / wave)
+    running_new = sum(1 for r in new if r.get("state") == "RUNNING")
+    current = min(running_new // wave + 1, waves)
+    return (f"rolling: {len(old)} old, {len(new)} new ({running_new} RUNNING)"
+            + (f", {len(stopping)} old stopping" if stopping else "") + f" (wave {current} of {waves})")
 
 
 def secret_values(status: dict) -> list[str]:

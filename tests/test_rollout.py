@@ -1,0 +1,313 @@
+"""The update plan (issue 23, llmctl/rollout.py) against Ray Serve's
+own rules, read from the installed Ray: DeploymentConfig's update types, the
+app code version (deploy_utils.get_app_code_version), the rolling-update
+constants. No cluster: the cluster behaviour is tests/test_rollout_e2e.py."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import stat
+
+import pytest
+
+from llmctl import rollout
+from llmctl.launch import update
+
+LLM = {
+    "model_loading_config": {"model_id": "tiny", "model_source": "/models/tiny"},
+    "placement_group_config": {"bundles": [{"CPU": 1}]},
+    "engine_kwargs": {"tensor_parallel_size": 1, "max_model_len": 512},
+    "deployment_config": {"max_ongoing_requests": 3,
+                          "autoscaling_config": {"min_replicas": 2, "max_replicas": 2, "target_ongoing_requests": 2}},
+}
+GPU_LLM = {
+    "model_loading_config": {"model_id": "qwen/q-0.5b", "model_source": "Qwen/Qwen2.5-0.5B-Instruct"},
+    "accelerator_type": "L4",
+    "engine_kwargs": {"tensor_parallel_size": 2},
+    "deployment_config": {"autoscaling_config": {"min_replicas": 4, "max_replicas": 4}},
+}
+
+
+def app(llm=LLM, **extra) -> dict:
+    return {"name": "a", "route_prefix": "/", "import_path": "ray.serve.llm:build_openai_app",
+            "args": {"llm_configs": [copy.deepcopy(llm)]}, **extra}
+
+
+def deployed(a: dict, targets: dict | None = None) -> dict:
+    """A GET /api/serve/applications/ answer with ``a`` deployed (in llmctl's canonical form)."""
+    deps = {d: {"target_num_replicas": n} for d, n in (targets or {}).items()}
+    return {"applications": {a["name"]: {"deployed_app_config": a, "deployments": deps}}}
+
+
+def with_llm(fn, base=LLM) -> dict:
+    llm = copy.deepcopy(base)
+    fn(llm)
+    return app(llm)
+
+
+def put(status: dict, new: dict):
+    return update.lift_and_plan(status, {"applications": [new]}, [new["name"]])
+
+
+# --------------------------------------------------------------------------
+# the tables are Ray's
+
+
+def test_option_classes_are_rays_update_types():
+    from ray.serve._private.config import DeploymentConfig
+    from ray.serve._private.utils import DeploymentOptionUpdateType as T
+
+    for name, f in DeploymentConfig.model_fields.items():
+        ut = (f.json_schema_extra or {}).get("update_type")
+        if ut is None:
+            continue
+        if ut == T.HeavyWeight:
+            assert name in rollout.RESTART_FIELDS and rollout._option_kind(name)[0] == rollout.ROLLING, name
+        else:
+            assert rollout.LIGHTWEIGHT_FIELDS.get(name) == ut.value, name
+            assert rollout._option_kind(name)[0] == rollout.IN_PLACE, name
+
+
+def test_rolling_update_default_is_rays():
+    from ray.serve._private.constants import DEFAULT_ROLLING_UPDATE_PERCENTAGE
+
+    assert rollout.DEFAULT_ROLLING_UPDATE_PERCENTAGE == DEFAULT_ROLLING_UPDATE_PERCENTAGE
+
+
+PAIRS = [
+    (app(), with_llm(lambda l: l["engine_kwargs"].update(max_num_seqs=8))),
+    (app(), with_llm(lambda l: l["deployment_config"]["autoscaling_config"].update(max_replicas=3))),
+    (app(), app(runtime_env={"env_vars": {"A": "1"}})),
+    (app(), app(route_prefix="/x")),
+    (app(), app(deployments=[{"name": "LLMServer:tiny", "max_ongoing_requests": 5}])),
+    (app(deployments=[{"name": "LLMServer:tiny", "autoscaling_config": {"min_replicas": 1}}]),
+     app(deployments=[{"name": "LLMServer:tiny", "autoscaling_config": {"min_replicas": 2}}])),
+    (app(), app(deployments=[{"name": "LLMServer:tiny", "autoscaling_config": {"min_replicas": 2}}])),
+    (app(), app(deployments=[{"name": "LLMServer:tiny", "request_router_config": {"request_router_class": "ray.serve._private.request_router:PowerOfTwoChoicesRequestRouter"}}])),
+]
+
+
+@pytest.mark.parametrize("old,new", PAIRS)
+def test_code_key_changes_exactly_when_rays_code_version_does(old, new):
+    from ray.serve._private.deploy_utils import get_app_code_version
+    from ray.serve.schema import ServeApplicationSchema
+
+    ray_same = get_app_code_version(ServeApplicationSchema(**old)) == get_app_code_version(ServeApplicationSchema(**new))
+    assert (rollout.code_key(old) == rollout.code_key(new)) == ray_same
+
+
+# --------------------------------------------------------------------------
+# plans
+
+
+def test_new_app_and_unchanged():
+    a = rollout.canonical(app(), update._llm_defaults())
+    _, p = put({"applications": {}}, app())
+    assert p.kinds() == {"a": rollout.NEW_APP}
+    payload, p = put(deployed(a), app())
+    assert p.empty and payload["applications"][0] == a and p.lines() == ["plan: no change to the deployed applications"]
+
+
+def test_engine_argument_is_a_rolling_restart_of_every_deployment():
+    a = rollout.canonical(app(), update._llm_defaults())
+    _, p = put(deployed(a, {"LLMServer:tiny": 2, "OpenAiIngress": 1}),
+               with_llm(lambda l: l["engine_kwargs"].update(max_num_seqs=8)))
+    assert p.kinds() == {"a": rollout.ROLLING}
+    c = next(c for c in p.changes if c.field == "engine_kwargs.max_num_seqs")
+    assert (c.old, c.new, c.deployment, c.kind) == (None, 8, "LLMServer:tiny", rollout.ROLLING)
+    assert "get_app_code_version" in c.why
+    by = {r.deployment: r for r in p.rollouts}
+    assert set(by) == {"LLMServer:tiny", "OpenAiIngress"}
+    r = by["LLMServer:tiny"]
+    wave = max(int(rollout.DEFAULT_ROLLING_UPDATE_PERCENTAGE * 2), 1)
+    assert (r.replicas, r.wave, r.waves, r.serving_min, r.extra) == (2, wave, math.ceil(2 / wave), 2 - wave, {})
+    assert r.replica_resources == {"CPU": 2.0}  # the bundle's CPU and the replica actor's, merged
+    assert by["OpenAiIngress"].serving_min == 0 and any("OpenAiIngress has no replica serving" in x for x in p.lines())
+
+
+def test_autoscaling_bounds_are_in_place_as_overrides_on_the_deployed_args():
+    a = rollout.canonical(app(), update._llm_defaults())
+    new = with_llm(lambda l: l["deployment_config"]["autoscaling_config"].update(max_replicas=3))
+    payload, p = put(deployed(a), new)
+    sent = payload["applications"][0]
+    assert sent["args"] == a["args"]  # the code version stays
+    assert rollout.code_key(sent) == rollout.code_key(a)
+    assert sent["deployments"][0]["autoscaling_config"]["max_replicas"] == 3
+    assert p.kinds() == {"a": rollout.IN_PLACE} and not p.rollouts and p.lifted == ["a"]
+    c = p.changes[0]
+    assert (c.field, c.old, c.new, c.kind) == ("deployments.autoscaling_config.max_replicas", 2, 3, rollout.IN_PLACE)
+    text = "\n".join(p.lines())
+    assert "a: in place" in text and "NeedsActorReconfigure" in text and "extra GPUs during the rollout: 0" in text
+
+
+def test_an_app_deployed_without_overrides_restarts_once():
+    """Serve hashes an override's autoscaling policy into the code version: the first canonical deploy restarts."""
+    _, p = put(deployed(app(), {"LLMServer:tiny": 2}), with_llm(lambda l: l["deployment_config"]["autoscaling_config"].update(max_replicas=3)))
+    assert p.kinds() == {"a": rollout.ROLLING}
+
+
+@pytest.mark.parametrize("field,value", [("max_ongoing_requests", 5), ("health_check_period_s", 3.0)])
+def test_other_in_place_options(field, value):
+    a = rollout.canonical(app(), update._llm_defaults())
+    _, p = put(deployed(a), with_llm(lambda l: l["deployment_config"].update({field: value})))
+    assert p.kinds() == {"a": rollout.IN_PLACE}, p.lines()
+
+
+def test_ray_actor_options_override_restarts_that_deployment_only():
+    a = rollout.canonical(app(), update._llm_defaults())
+    new = copy.deepcopy(a)
+    new["deployments"].append({"name": "OpenAiIngress", "ray_actor_options": {"num_cpus": 2}})
+    _, p = put(deployed(a, {"OpenAiIngress": 1}), new)
+    assert p.kinds() == {"a": rollout.ROLLING}
+    assert [r.deployment for r in p.rollouts] == ["OpenAiIngress"]
+
+
+def test_surge_costs_extra_gpus_and_keeps_capacity():
+    base = copy.deepcopy(GPU_LLM)
+    base["deployment_config"]["max_surge_percent"] = 50
+    a = rollout.canonical(app(base), update._llm_defaults())
+    new = with_llm(lambda l: l["engine_kwargs"].update(max_model_len=4096), base)
+    _, p = put(deployed(a, {"LLMServer:qwen--q-0_5b": 4}), new)
+    r = next(r for r in p.rollouts if r.deployment == "LLMServer:qwen--q-0_5b")
+    surge = (50 * 4 + 99) // 100
+    assert (r.surge, r.serving_min, r.extra["GPU"]) == (surge, 4, surge * 2.0)  # TP 2: 2 GPUs a replica
+    assert p.extra_resources()["GPU"] == surge * 2.0
+    assert "extra GPUs during the rollout: 4" in p.lines()[-1]
+    # preflight: the surge must fit in what is free
+    assert rollout.surge_problem(p, [{"GPU": 4.0, "CPU": 8.0, "accelerator_type:L4": 1.0}]) is None
+    msg = rollout.surge_problem(p, [{"GPU": 2.0, "CPU": 8.0, "accelerator_type:L4": 1.0}])
+    assert msg and "max_surge_percent" in msg and "GPU 4" in msg
+
+
+def test_the_wave_follows_rolling_update_percentage():
+    base = copy.deepcopy(GPU_LLM)
+    base["deployment_config"]["rolling_update_percentage"] = 0.5
+    a = rollout.canonical(app(base), update._llm_defaults())
+    _, p = put(deployed(a, {"LLMServer:qwen--q-0_5b": 4}), with_llm(lambda l: l["engine_kwargs"].update(max_model_len=4096), base))
+    r = next(r for r in p.rollouts if r.deployment == "LLMServer:qwen--q-0_5b")
+    assert (r.wave, r.waves, r.serving_min, r.extra) == (2, 2, 2, {})
+
+
+def test_plan_json_is_json():
+    a = rollout.canonical(app(), update._llm_defaults())
+    _, p = put(deployed(a), with_llm(lambda l: l["engine_kwargs"].update(max_num_seqs=8)))
+    data = json.loads(json.dumps(p.to_json()))
+    assert data["apps"] == {"a": rollout.ROLLING} and data["rollouts"] and data["extra_resources"] == {}
+
+
+# --------------------------------------------------------------------------
+# history
+
+
+def test_history_is_private_token_free_and_deduplicated(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLMCTL_HOME", str(tmp_path))
+    url = "http://127.0.0.1:8265"
+    secret = "hf_abcdefghijklmnopqrstuvwxyz012345"
+    a = app(runtime_env={"env_vars": {"HF_TOKEN": secret}})
+    update.record(url, [a], "serve.yaml", {secret: "HF_TOKEN"})
+    update.record(url, [a], "serve.yaml", {secret: "HF_TOKEN"})
+    b = with_llm(lambda l: l["engine_kwargs"].update(max_num_seqs=8))
+    update.record(url, [b], "serve2.yaml")
+    files = list(update.history_dir(url).glob("*.jsonl"))
+    assert len(files) == 1 and stat.S_IMODE(files[0].stat().st_mode) == 0o600
+    assert stat.S_IMODE(update.history_dir(url).stat().st_mode) == 0o700
+    assert secret not in files[0].read_text()
+    entries = update.read(url, "a")
+    assert [e.n for e in entries] == [1, 2]
+    assert entries[0].config["runtime_env"]["env_vars"]["HF_TOKEN"] == "${HF_TOKEN}"
+    rows = list(update.iter_history(url, "a"))
+    assert rows[0][1] == "first deployment" and "max_num_seqs" in rows[1][1]
+    assert update.pick(entries, b, None, "a").n == 1
+    assert update.pick(entries, b, 2, "a").n == 2
+    with pytest.raises(Exception, match="between 1 and 2"):
+        update.pick(entries, b, 3, "a")
+
+
+def test_llm_defaults_mirror_ray_serve_llms_builder():
+    """update._llm_defaults is builder.DEFAULT_DEPLOYMENT_OPTIONS, read from its source (importing it imports vLLM)."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    from ray.llm._internal.serve import constants
+
+    src = Path(importlib.util.find_spec("ray.llm").submodule_search_locations[0]) / "_internal/serve/core/server/builder.py"
+    tree = ast.parse(src.read_text())
+    node = next(n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                and any(getattr(t, "id", None) == "DEFAULT_DEPLOYMENT_OPTIONS" for t in n.targets))
+
+    def ev(n):
+        if isinstance(n, ast.Dict):
+            return {ast.literal_eval(k): ev(v) for k, v in zip(n.keys, n.values)}
+        return getattr(constants, n.id)
+
+    assert update._llm_defaults() == ev(node)
+
+
+def test_status_shows_a_rollout_in_progress():
+    from llmctl.launch.serve_api import rollout_text, summarize
+
+    t0 = 1000.0
+    dep = {"status": "UPDATING", "target_num_replicas": 2, "deployment_config": {"rolling_update_percentage": 0.2},
+           "replicas": [{"replica_id": "a", "state": "RUNNING", "start_time_s": t0 - 50},
+                        {"replica_id": "b", "state": "STOPPING", "start_time_s": t0 - 50},
+                        {"replica_id": "c", "state": "STARTING", "start_time_s": t0 + 3}]}
+    assert rollout_text(dep, t0) == "rolling: 1 old, 1 new (0 RUNNING), 1 old stopping (wave 1 of 2)"
+    dep["replicas"] = [dep["replicas"][0], dict(dep["replicas"][2], state="RUNNING"),
+                       {"replica_id": "d", "state": "STARTING", "start_time_s": t0 + 40}]
+    assert rollout_text(dep, t0) == "rolling: 1 old, 2 new (1 RUNNING) (wave 2 of 2)"
+    assert rollout_text(dict(dep, status="HEALTHY"), t0) == ""
+    st = {"applications": {"a": {"status": "DEPLOYING", "last_deployed_time_s": t0, "deployments": {"LLMServer:x": dep}}}}
+    assert summarize(st, "http://127.0.0.1:8265")[0].deployments[0].rollout.startswith("rolling: 1 old, 2 new")
+
+
+# --------------------------------------------------------------------------
+# the commands without a cluster
+
+
+def test_dry_run_starts_no_head_and_bad_input_is_one_line(config_model, tmp_path, llmctl_home):
+    from test_launch import llmctl
+
+    r = llmctl("gen-config", "--model", config_model, "--model-id", "tiny", "--gpu", "cpu", "--yes", "-o", tmp_path)
+    assert r.code == 0, r.err
+    serve = next(tmp_path.glob("serve_*.yaml"))
+    r = llmctl("up", serve, "--dry-run")
+    assert r.code == 0, r.err
+    assert "llm_app: new application" in r.out and "dry run: nothing was changed" in r.out
+    assert "no local Ray head runs" in r.err and not (llmctl_home / "cluster.json").exists()
+    j = llmctl("up", serve, "--dry-run", "--json")
+    assert j.code == 0 and j.json()["apps"] == {"llm_app": rollout.NEW_APP}
+    for args in (["history"], ["rollback", "llm_app"]):
+        r = llmctl(*args)
+        assert r.code == 3 and r.err.count("\n") == 1 and "Traceback" not in r.err, (args, r.err)
+
+
+def test_confirmation_only_on_a_terminal_and_only_for_a_running_app(monkeypatch):
+    import sys
+
+    from llmctl.cli import up as up_cli
+    from llmctl import prompts
+
+    a = rollout.canonical(app(), update._llm_defaults())
+    _, change = put(deployed(a), with_llm(lambda l: l["engine_kwargs"].update(max_num_seqs=8)))
+    _, new = put({"applications": {}}, app())
+    asked = []
+    monkeypatch.setattr(prompts, "ask_confirm", lambda msg, default: asked.append((msg, default)) or False)
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: False, raising=False)
+    assert up_cli._confirm_on_terminal(change) and not asked  # no terminal: applies (the plan is printed first)
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    assert up_cli._confirm_on_terminal(new) and not asked  # new apps only: nothing running changes
+    assert up_cli._confirm_on_terminal(change) is False and asked == [("Apply this plan?", False)]
+
+
+def test_the_plan_shows_no_token():
+    secret = "hf_abcdefghijklmnopqrstuvwxyz012345"
+    a = rollout.canonical(app(), update._llm_defaults())
+    new = app(runtime_env={"env_vars": {"HF_TOKEN": secret}})
+    _, p = put(deployed(a), new)
+    assert secret in json.dumps(p.to_json())  # the raw plan has it …
+    p = update.scrub_plan(p, [secret])
+    assert secret not in json.dumps(p.to_json()) and secret not in "\n".join(p.lines()) and "***" in "\n".join(p.lines())
