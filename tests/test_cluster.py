@@ -92,11 +92,15 @@ def test_state_file_of_the_previous_version_still_finds_its_head(llmctl_home):
     import os
     import subprocess
     import sys
+    import time
 
     import psutil
 
     head = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={"PATH": "/bin", "MARK": "head"})
     me = psutil.Process(head.pid)
+    deadline = time.monotonic() + 30
+    while "-c" not in me.cmdline() and time.monotonic() < deadline:  # until the child has exec'd (its own environment)
+        time.sleep(0.01)
     ticks = round((me.create_time() - psutil.boot_time()) * os.sysconf("SC_CLK_TCK"))
     old = {"pid": me.pid, "pid_start_ticks": ticks, "ports": {"gcs": 1, "serve_http": 2}, "dashboard_url": "http://127.0.0.1:1",
            "gcs_address": "127.0.0.1:1", "temp_dir": "/tmp/llmctl-none", "serve_http_port": 2, "num_cpus": 1, "num_gpus": 0,
