@@ -72,6 +72,7 @@ def test_two_hosts_with_ray_token_and_api_key(hosts, tiny_model, tmp_path, monke
     took = time.monotonic() - t0
     assert up.code == 0, (up.out, up.err)
     assert "uploaded to the cluster" in up.err and KEY not in up.out + up.err and RAY_TOKEN not in up.out + up.err
+    assert "/models not checked: it needs the API key" in up.err  # the nodes hold it, this shell does not
     endpoint = f"http://{hosts.head_ip}:8000/secure"
     for method, path in (("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/tokenize"),
                          ("POST", "/v1/embeddings"), ("POST", "/invocations"), ("GET", "/openapi.json")):

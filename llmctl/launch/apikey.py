@@ -182,3 +182,19 @@ def deliver_steps(config: dict, client, target) -> Iterator:
             yield Step(f"note: the ingress reads {', '.join('$' + n for n in names)} from the environment of the node it "
                        "runs on (set it on every node; llmctl cannot check it from here) — without it the ingress "
                        "refuses to start")
+
+
+def check_headers(config: Mapping, app_name: str, target) -> tuple[dict, Optional[str]]:
+    """``(headers, note)`` for ``up``'s check of an app's ``/models``: the key's
+    header; or, for a keyed app whose key is not here (a remote cluster's
+    nodes hold it), no check and a note saying why."""
+    cfg = next((a for a in config.get("applications") or [] if isinstance(a, dict) and a.get("name") == app_name), {})
+    kw = key_settings(cfg)
+    if kw is None:
+        return {}, None
+    key = key_for(cfg, target)
+    if key is None:
+        var = kw.get("api_key_env") or "the key"
+        return {}, (f"note: {app_name}'s /models not checked: it needs the API key, and ${var} is not set here "
+                    "(export it to check, and for `llmctl bench`)")
+    return headers(key), None

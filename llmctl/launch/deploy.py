@@ -460,9 +460,11 @@ def iter_up(
         # RUNNING: the HTTP endpoint must list the models.
         for app in apps:
             if app.endpoint and prepared.model_ids.get(app.name):
-                cfg = next((a for a in prepared.config.get("applications") or [] if a.get("name") == app.name), {})
-                check_models(app.endpoint, prepared.model_ids[app.name], timeout=30,
-                             headers=apikey.headers(apikey.key_for(cfg, target)))
+                headers, note = apikey.check_headers(prepared.config, app.name, target)
+                if note:
+                    yield Step(note)
+                else:
+                    check_models(app.endpoint, prepared.model_ids[app.name], timeout=30, headers=headers)
         yield _result(apps, client, target, prepared, time.monotonic() - t0, True, started)
 
 
