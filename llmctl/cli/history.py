@@ -54,29 +54,15 @@ def rollback_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Redeploy an earlier config of APP from its history; the plan is shown first."""
-    from llmctl import launch
-    from llmctl.cli.up import _confirm_on_terminal
+    from llmctl.cli.up import _confirm_on_terminal, drive
     from llmctl.cli.views import ProgressView, print_ready
     from llmctl.launch.rollback import iter_rollback
 
     view = ProgressView()
-    result = None
     try:
-        for ev in iter_rollback(app_name, to=to, address=address, timeout=timeout, dry_run=dry_run,
-                                confirm=None if yes or dry_run else _confirm_on_terminal):
-            if isinstance(ev, launch.PlanReady):
-                if dry_run and json_out:
-                    print_json(ev.plan.to_json())
-                elif dry_run:
-                    out.print(str(ev), markup=False, highlight=False)
-                else:
-                    view.step(str(ev))
-            elif isinstance(ev, launch.Step):
-                view.step(ev.text)
-            elif isinstance(ev, launch.Progress):
-                view.update(ev)
-            else:
-                result = ev
+        result = drive(iter_rollback(app_name, to=to, address=address, timeout=timeout, dry_run=dry_run,
+                                     confirm=None if yes or dry_run else _confirm_on_terminal),
+                       view, dry_run=dry_run, json_out=json_out)
     finally:
         view.close()
     assert result is not None

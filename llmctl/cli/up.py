@@ -88,6 +88,29 @@ def _lora_models(result, file: Path) -> dict[str, list[str]]:
     return {b: [m.split(":", 1)[1] for m in listed if m.startswith(b + ":")] for b in sorted(bases)}
 
 
+def drive(events, view, *, dry_run: bool, json_out: bool):
+    """Show an up / rollback event stream (the plan, steps, progress) and
+    return its result: a dry run prints the plan (as JSON with --json)."""
+    from llmctl import launch
+
+    result = None
+    for ev in events:
+        if isinstance(ev, launch.PlanReady):
+            if dry_run and json_out:
+                print_json(ev.plan.to_json())
+            elif dry_run:
+                out.print(str(ev), markup=False, highlight=False)
+            else:
+                view.step(str(ev))
+        elif isinstance(ev, launch.Step):
+            view.step(ev.text)
+        elif isinstance(ev, launch.Progress):
+            view.update(ev)
+        else:
+            result = ev
+    return result
+
+
 @app.command("up")
 def up_cmd(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="A serve config (serve_*.yaml from `llmctl gen-config`).", show_default=False)],
@@ -116,22 +139,10 @@ def up_cmd(
     for attempt in range(MAX_FIX_ROUNDS + 1):
         view = ProgressView()
         try:
-            for ev in launch.iter_up(file, address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus, num_gpus=num_gpus,
-                                preflight=not no_preflight, send_token=send_token, http_host=http_host,
-                                dry_run=dry_run, confirm=confirm):
-                if isinstance(ev, launch.PlanReady):
-                    if dry_run and json_out:
-                        print_json(ev.plan.to_json())
-                    elif dry_run:
-                        out.print(str(ev), markup=False, highlight=False)
-                    else:
-                        view.step(str(ev))
-                elif isinstance(ev, launch.Step):
-                    view.step(ev.text)
-                elif isinstance(ev, launch.Progress):
-                    view.update(ev)
-                else:
-                    result = ev
+            result = drive(launch.iter_up(file, address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus,
+                                          num_gpus=num_gpus, preflight=not no_preflight, send_token=send_token,
+                                          http_host=http_host, dry_run=dry_run, confirm=confirm),
+                           view, dry_run=dry_run, json_out=json_out)
             break
         except DeployFailed as e:
             view.close()
