@@ -112,11 +112,18 @@ def test_status_watch_until_ctrl_c(cluster_home):
 
 
 def test_status_by_address_matches(cluster_home, monkeypatch):
+    """The head seen as a remote cluster (no state file): its token comes
+    from --ray-token-env or Ray's RAY_AUTH_TOKEN, and without one the
+    refusal is exit 3 naming both."""
     monkeypatch.setenv("LLMCTL_HOME", "/nonexistent-llmctl-home")
     r = llmctl("status", "--json", "--address", cluster_home.dashboard_url)
+    assert r.code == 3 and "--ray-token-env" in r.err and "RAY_AUTH_TOKEN" in r.err, (r.code, r.err)
+    token = cluster_home.state.ray_token
+    r = llmctl("status", "--json", "--address", cluster_home.dashboard_url, "--ray-token-env", "HEAD_TOKEN",
+               env={"HEAD_TOKEN": token})
     assert r.code == 0, r.err
     assert r.json()["dashboard_url"] == cluster_home.dashboard_url
-    r = llmctl("status", "--json", env={"RAY_ADDRESS": cluster_home.dashboard_url})
+    r = llmctl("status", "--json", env={"RAY_ADDRESS": cluster_home.dashboard_url, "RAY_AUTH_TOKEN": token})
     assert r.code == 0, r.err
 
 
@@ -367,7 +374,7 @@ def test_logs_show_replica_lines(tiny_app, cluster_home):
     assert r.code == 2 and "no_such_app" in r.err
     # the same logs through Ray's log API, as for a remote cluster
     r = llmctl("logs", "llm_app", "--lines", "5", "--address", cluster_home.dashboard_url,
-               env={"LLMCTL_HOME": "/nonexistent-llmctl-home"})  # fmt: skip
+               env={"LLMCTL_HOME": "/nonexistent-llmctl-home", "RAY_AUTH_TOKEN": cluster_home.state.ray_token})  # fmt: skip
     assert r.code == 0, r.err
     assert "[replica LLMServer:tiny-llama" in r.out and "[controller]" in r.out
 

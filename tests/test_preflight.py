@@ -184,7 +184,7 @@ def test_up_learns_a_remote_clusters_versions_and_leaves_no_job(l4_head):
     from llmctl.launch.serve_api import ServeClient
 
     _, state = l4_head
-    client = ServeClient(state.dashboard_url)
+    client = ServeClient(state.dashboard_url, token=state.ray_token)  # a cluster llmctl did not start: its token given
     config = {"applications": [{"name": "pinned", "import_path": "ray.serve.llm:build_openai_app",
                                 "args": {"llm_configs": [{"model_loading_config": {"model_id": "m"},
                                                           "runtime_env": {"pip": ["vllm==0.29.0"]}}]}}]}

@@ -30,8 +30,16 @@ pytestmark = [pytest.mark.cluster, pytest.mark.engine]
 APP = "roll_app"
 
 
+def _serve(dashboard: str) -> dict:
+    """Serve's REST status, with the head's Ray token (token authentication is on)."""
+    from llmctl.launch.address import ray_token_for
+
+    return httpx.get(dashboard + "/api/serve/applications/", timeout=10,
+                     headers={"Authorization": f"Bearer {ray_token_for(dashboard)}"}).json()
+
+
 def _app(dashboard: str) -> dict:
-    return httpx.get(dashboard + "/api/serve/applications/", timeout=10).json()["applications"][APP]
+    return _serve(dashboard)["applications"][APP]
 
 
 def _replica_ids(dashboard: str) -> dict[str, set[str]]:
@@ -76,7 +84,7 @@ class Watch:
                 # answer lists no deployments for a few seconds: unknown, not zero.
                 if "LLMServer:tiny-roll" in ids:
                     self.samples.append(len(ids["LLMServer:tiny-roll"]))
-                st = httpx.get(self.dashboard + "/api/serve/applications/", timeout=10).json()
+                st = _serve(self.dashboard)
                 for a in summarize(st, self.dashboard):
                     self.rollouts += [f"{d.name}: {d.rollout}" for d in a.deployments if a.name == APP and d.rollout]
             except (httpx.HTTPError, KeyError):
