@@ -52,7 +52,7 @@ from llmctl.launch import cluster as _cluster
 from llmctl.launch import preflight as _preflight
 from llmctl.launch import tokens as _tokens
 from llmctl.launch import update as _update
-from llmctl.launch.events import PlanReady, Progress, Step, UpEvent, UpResult
+from llmctl.launch.events import PlanReady, Progress, Step, UpEvent, UpResult, run_to_result
 from llmctl.launch.watch import check_models, wait_running  # noqa: F401 (check_models: re-exported)
 from llmctl.launch.serve_api import ServeClient, deployed_configs, scrub, secret_values, summarize
 
@@ -495,15 +495,9 @@ def up(
     ``on_event`` (a :class:`Step` or :class:`Progress`; ``print`` shows one
     line each). Raises ValidationFailed / PreflightFailed (exit 2),
     DeployFailed (exit 1), ClusterUnreachable (exit 3)."""
-    result = None
-    for ev in iter_up(serve_path, address=address, timeout=timeout, wait=wait, num_cpus=num_cpus, num_gpus=num_gpus, preflight=preflight,
-                      send_token=send_token, http_host=http_host, dry_run=dry_run, confirm=confirm):
-        if isinstance(ev, UpResult):
-            result = ev
-        elif on_event is not None:
-            on_event(ev)
-    assert result is not None
-    return result
+    return run_to_result(iter_up(serve_path, address=address, timeout=timeout, wait=wait, num_cpus=num_cpus, num_gpus=num_gpus,
+                                 preflight=preflight, send_token=send_token, http_host=http_host, dry_run=dry_run,
+                                 confirm=confirm), UpResult, on_event)
 
 
 def _result(apps, client, target, prepared, elapsed, running, started) -> UpResult:

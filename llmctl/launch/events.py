@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
 
 from llmctl.errors import render
 
@@ -91,4 +91,17 @@ class UpResult:
 
 
 UpEvent = Union[Step, Progress, PlanReady, UpResult]
+
+
+def run_to_result(events: Iterable[Any], result_type: type, on_event: Optional[Callable[[Any], None]] = None) -> Any:
+    """Run an ``iter_*`` generator of llmctl's API to its end: every progress
+    event goes to ``on_event``, the one ``result_type`` event is returned."""
+    result = None
+    for ev in events:
+        if isinstance(ev, result_type):
+            result = ev
+        elif on_event is not None:
+            on_event(ev)
+    assert result is not None
+    return result
 

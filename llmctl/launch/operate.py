@@ -8,7 +8,7 @@ from typing import Callable, Iterator, Optional, Union
 from llmctl.errors import ClusterUnreachable, DeployFailed, UsageError, param
 from llmctl.launch import address as _address
 from llmctl.launch import cluster as _cluster
-from llmctl.launch.events import Step
+from llmctl.launch.events import Step, run_to_result
 from llmctl.launch.serve_api import AppSummary, ServeClient, deployed_configs, http_base, scrub, secret_values, summarize, wait_gone
 
 @dataclass
@@ -114,14 +114,7 @@ def down(
     None), wait until gone; with ``stop_cluster`` also stop the local head
     llmctl started. Returns a :class:`DownResult`; progress goes to
     ``on_event``. Raises UsageError (no such app), ClusterUnreachable."""
-    result = None
-    for ev in iter_down(app, address=address, stop_cluster=stop_cluster, timeout=timeout):
-        if isinstance(ev, DownResult):
-            result = ev
-        elif on_event is not None:
-            on_event(ev)
-    assert result is not None
-    return result
+    return run_to_result(iter_down(app, address=address, stop_cluster=stop_cluster, timeout=timeout), DownResult, on_event)
 
 
 def iter_down(
