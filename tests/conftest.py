@@ -211,31 +211,108 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
-def cluster_files() -> set[str]:
-    """Test files with `cluster` or `engine` tests (``tests/test_x.py``, as in test ids)."""
-    import re
+# Seconds each file's `cluster` tests took in `make test` on a fresh clone (2 idle
+# cores; `--durations=0`, setup + call + teardown summed per file). Only used to
+# balance the two lanes below; a file missing here counts 30 s.
+CLUSTER_COST = {
+    "test_rollout_e2e.py": 280, "test_capacity_e2e.py": 190, "test_launch.py": 170, "test_security_e2e.py": 170,
+    "test_scale_e2e.py": 130, "test_multihost.py": 75, "test_multihost_security.py": 60, "test_engine_e2e.py": 95,
+    "test_fix_e2e.py": 90, "test_lora_e2e.py": 70, "test_cluster.py": 40, "test_security.py": 40,
+    "test_preflight.py": 30,
+}
+# Files that must share a lane (both build network namespaces and two-host clusters).
+SAME_LANE = (("test_multihost.py", "test_multihost_security.py"),)
+
+
+def _is_cluster_mark(dec) -> bool:
+    import ast
+
+    node = dec.func if isinstance(dec, ast.Call) else dec
+    return isinstance(node, ast.Attribute) and node.attr == "cluster"
+
+
+def cluster_tests() -> dict[str, set[str] | None]:
+    """The tests marked `cluster` (they use the session's Ray head), read from
+    the source: ``{"tests/test_x.py": None}`` when the module's ``pytestmark``
+    has it (every test), else the set of marked names (``test_fn``, ``TestC``,
+    ``TestC::test_m``)."""
+    import ast
 
     here = Path(__file__).resolve().parent
-    return {f"{here.name}/{p.name}" for p in here.glob("test_*.py")
-            if re.search(r"mark\.(cluster|engine)\b", p.read_text(encoding="utf-8"))}
+    found: dict[str, set[str] | None] = {}
+    for p in sorted(here.glob("test_*.py")):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        key, names = f"{here.name}/{p.name}", set()
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in node.targets):
+                marks = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+                if any(_is_cluster_mark(m) for m in marks):
+                    found[key] = None
+                    break
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                if any(_is_cluster_mark(d) for d in node.decorator_list):
+                    names.add(node.name)
+                if isinstance(node, ast.ClassDef):
+                    names |= {f"{node.name}::{m.name}" for m in node.body
+                              if isinstance(m, ast.FunctionDef) and any(_is_cluster_mark(d) for d in m.decorator_list)}
+        else:
+            if names:
+                found[key] = names
+    return found
+
+
+def in_cluster_lane(nodeid: str, marked: dict[str, set[str] | None]) -> bool:
+    """Whether a test id is one of ``cluster_tests()``'s."""
+    file, _, rest = nodeid.partition("::")
+    if file not in marked:
+        return False
+    names = marked[file]
+    return names is None or rest.split("[", 1)[0] in names or rest.split("::", 1)[0] in names
+
+
+def cluster_lanes(files, lanes: int = 2) -> dict[str, int]:
+    """Each file with `cluster` tests -> a lane (0..lanes-1): longest first onto
+    the lane with the least work so far (files in ``SAME_LANE`` as one unit)."""
+    units: list[tuple[str, ...]] = []
+    left = set(files)
+    for group in SAME_LANE:
+        members = tuple(f for f in files if f.rsplit("/", 1)[-1] in group)
+        if members:
+            units.append(members)
+            left -= set(members)
+    units += [(f,) for f in sorted(left)]
+
+    def cost(unit) -> float:
+        return sum(CLUSTER_COST.get(f.rsplit("/", 1)[-1], 30) for f in unit)
+
+    load, lane_of = [0.0] * lanes, {}
+    for unit in sorted(units, key=lambda u: (-cost(u), u)):
+        i = load.index(min(load))
+        load[i] += cost(unit)
+        lane_of.update({f: i for f in unit})
+    return lane_of
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """``-n 2 --dist loadgroup`` (``make test``): every test of a file that
-    has `cluster` or `engine` tests goes to one worker, in file order, as one
-    unit — they share the session's Ray head and their modules' deployed
-    apps, and one vLLM engine at a time is what two cores hold; the other
-    tests are spread over the workers meanwhile. (pytest-xdist's own
-    loadgroup marks the group in the test ids, which pytest 9 no longer lets
-    a plugin change: ``xdist_group`` marks are ignored there.)"""
+    """``-n 2 --dist loadgroup`` (``make test``): the tests marked `cluster`
+    run in two lanes, one per worker, each lane on that worker's own Ray head
+    (``ray_head`` is per session, so per worker): a file's cluster tests stay
+    together, in file order, sharing their module's deployed apps; files are
+    spread over the lanes by ``CLUSTER_COST``. Every other test is spread over
+    the workers as they free up. (pytest-xdist's own loadgroup marks the group
+    in the test ids, which pytest 9 no longer lets a plugin change:
+    ``xdist_group`` marks are ignored there.)"""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    files = cluster_files()
+    marked = cluster_tests()
+    lane_of = cluster_lanes(sorted(marked))
 
-    class ClusterTogether(LoadScopeScheduling):
+    class ClusterLanes(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "cluster" if nodeid.split("::", 1)[0] in files else nodeid
+            if in_cluster_lane(nodeid, marked):
+                return f"cluster-{lane_of[nodeid.partition('::')[0]]}"
+            return nodeid
 
-    return ClusterTogether(config, log)
+    return ClusterLanes(config, log)

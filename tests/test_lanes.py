@@ -1,0 +1,46 @@
+"""`make test`'s scheduler (tests/conftest.py) reads the `cluster` marks from
+the source to put those tests in two lanes, one Ray head per worker. It must
+agree with pytest's own view of the marks, or a test that uses the session's
+head would run beside the lanes and start a third head."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import cluster_lanes, cluster_tests, in_cluster_lane, SAME_LANE
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _collect(marker: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "-m", marker, str(TESTS)], capture_output=True, text=True, cwd=TESTS.parent).stdout
+    return {line for line in out.splitlines() if "::" in line}
+
+
+def test_lane_classifier_agrees_with_pytest_marks(request):
+    marked = cluster_tests()
+    items = request.session.items
+    if len({i.nodeid.split("::")[0] for i in items}) == len(list(TESTS.glob("test_*.py"))):
+        # the whole suite is collected (make test): pytest's own marks and fixtures, per item
+        for item in items:
+            lane = in_cluster_lane(item.nodeid, marked)
+            assert lane == (item.get_closest_marker("cluster") is not None), item.nodeid
+            if {"ray_head", "cluster_home"} & set(item.fixturenames):
+                assert lane, f"{item.nodeid} uses the session's Ray head but is not marked cluster"
+    else:  # run on its own: collect the suite in a child
+        cluster, other = _collect("cluster"), _collect("not cluster")
+        assert cluster and other
+        assert {n for n in cluster if not in_cluster_lane(n, marked)} == set()
+        assert {n for n in other if in_cluster_lane(n, marked)} == set()
+
+
+def test_every_cluster_file_has_a_lane_and_both_lanes_have_work():
+    files = sorted(cluster_tests())
+    lanes = cluster_lanes(files)
+    assert set(lanes) == set(files)
+    assert set(lanes.values()) == {0, 1}
+    for group in SAME_LANE:
+        assert len({lanes[f] for f in files if f.rsplit("/", 1)[-1] in group}) <= 1
