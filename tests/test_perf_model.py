@@ -113,6 +113,11 @@ def test_calibration_recovers_the_overheads_it_was_made_with():
     assert abs(e.step_s - 0.002) / 0.002 < 0.1 and abs(e.seq_s - 0.0004) / 0.0004 < 0.1
     assert abs(e.ttft_p95_ratio - 2.0) < 1e-6 and abs(e.itl_p95_ratio - 1.4) < 1e-6
     assert abs(cal.replica_stretch[2] - 1.6) < 0.05 and cal.replica_stretch[1] == 1.0
+    # the 2-replica sweep also has its own fit: the same overheads, 1.6 x slower
+    e2 = cal.for_replicas(2)
+    assert cal.per_replicas[2] is e2
+    assert abs(e2.step_s / (0.002 * 1.6) - 1) < 0.1 and abs(e2.seq_s / (0.0004 * 1.6) - 1) < 0.1
+    assert cal.for_replicas(3).step_s > e.step_s  # unmeasured: the 1-replica fit, stretched
     for f in cal.fit:  # the fitted model reproduces what it was fitted to
         assert abs(f["rate_fit"] / f["rate"] - 1) < 0.05
 

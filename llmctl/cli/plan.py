@@ -165,7 +165,9 @@ def _render_capacity(table) -> None:
                   f"+ {e.token_s * 1e6:.1f} us/prompt token; request {e.request_s * 1000:.0f} ms, TTFT {e.ttft_steps:.1f} steps; "
                   f"p95/mean TTFT {e.ttft_p95_ratio:.2f}, ITL {e.itl_p95_ratio:.2f}"
                   + (f"; replicas on one host: x{', x'.join(f'{v:.2f} at {k}' for k, v in sorted(cal.replica_stretch.items()))} slower"
-                     if len(cal.replica_stretch) > 1 else ""), markup=False)
+                     if len(cal.replica_stretch) > 1 else "")
+                  + (f" (fitted on their own sweep: {', '.join(map(str, sorted(cal.per_replicas)))} replicas; "
+                     "the factor extrapolates to others)" if cal.per_replicas else ""), markup=False)
     for src in sorted({v["source"] for v in table.prices.values()}):
         out.print(f"prices: {src}", markup=False)
     out.print("These are estimates of a roofline model, not measurements: against 19 published vLLM runs it was "

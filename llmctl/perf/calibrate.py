@@ -11,12 +11,17 @@ Then, by non-negative least squares:
 - TTFT − (its own prefill step) = t_request + (ttft_steps − 1)·TPOT;
 - p95 / mean of TTFT and of TPOT: the median ratio over the steps.
 
-A sweep with more than one replica (all on one host) fits one more number:
-how much the replicas slow each other down (``replica_stretch[R]``, every
-time of the model × that factor, per replica concurrency N/R). On GPUs each
-replica has its own GPUs and the factor is 1; on this project's 2-core CPU
-machine the replicas, the Serve proxy, the ingress and the load generator
-share the same cores, and a 1-replica sweep cannot know how much.
+A sweep with more than one replica (all on one host) is fitted on its own
+(``per_replicas[R]``: the same terms from that sweep's steps, per replica
+concurrency N/R), and also as one number, how much the replicas slow each
+other down (``replica_stretch[R]``, every time of the 1-replica model × that
+factor), which is what extrapolates to replica counts not measured. On GPUs
+each replica has its own GPUs and the factor is 1; on this project's 2-core
+CPU machine the replicas, the Serve proxy, the ingress and the load
+generator share the same cores, and a 1-replica sweep cannot know how much.
+One factor was too coarse there (2026-11-25: it put 2 replicas at 6.1 req/s
+where their own sweep levelled off at 4-5): the shared proxy and the
+replicas' queues change the shape of the curve, not only its scale.
 
 What a CPU calibration means: the tiny model's weights (0.7 MB) and FLOPs
 are too small for any roofline term to matter, so the fit measures vLLM's
@@ -42,6 +47,7 @@ class Calibration:
     efficiency: Efficiency
     device: str  # what was measured: "cpu" or a GPU name
     replica_stretch: dict[int, float] = field(default_factory=lambda: {1: 1.0})
+    per_replicas: dict[int, Efficiency] = field(default_factory=dict)  # fitted on that replica count's own sweep
     fit: list[dict[str, Any]] = field(default_factory=list)  # per step: measured vs fitted
     sources: list[str] = field(default_factory=list)
     shared_host: bool = False
@@ -57,9 +63,17 @@ class Calibration:
         slope = (self.replica_stretch[r1] - self.replica_stretch[r0]) / (r1 - r0)
         return max(1.0, self.replica_stretch[r1] + slope * (replicas - r1))
 
+    def for_replicas(self, replicas: int) -> Efficiency:
+        """The model of one of ``replicas`` replicas: fitted on a sweep of that
+        many when there is one, else the 1-replica fit stretched."""
+        if replicas in self.per_replicas:
+            return self.per_replicas[replicas]
+        return stretched(self.efficiency, self.stretch(replicas))
+
     def to_json(self) -> dict[str, Any]:
         return {"device": self.device, "efficiency": self.efficiency.to_json(), "shared_host": self.shared_host,
-                "replica_stretch": {str(k): v for k, v in self.replica_stretch.items()}, "fit": self.fit,
+                "replica_stretch": {str(k): v for k, v in self.replica_stretch.items()},
+                "per_replicas": {str(k): v.to_json() for k, v in self.per_replicas.items()}, "fit": self.fit,
                 "sources": self.sources}
 
 
@@ -146,7 +160,8 @@ def _steps(sweep: dict, replicas: int) -> list[dict]:
 def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
         base: Optional[Efficiency] = None) -> Calibration:
     """Fit an Efficiency to the sweeps' 1-replica steps (the lowest replica
-    count measured), then a stretch factor per other replica count."""
+    count measured); for each other replica count, its own Efficiency (from
+    two steps up) and a stretch factor of the first."""
     base = base or Efficiency()
     if not dev.known:  # a CPU: the request path's costs are in the fitted TTFT terms, no separate frontend cap
         base = replace(base, frontend_s=0.0, compute_half_tokens=0.0)
@@ -156,9 +171,30 @@ def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
     if not by_r or not any(by_r.values()):
         raise UsageError("profile: no concurrency step with finished streaming requests to fit (run bench --sweep 1,2,4,8)")
     r1 = min(r for r, v in by_r.items() if v)
-    pts = by_r[r1]
-    if len(pts) < 2:
+    if len(by_r[r1]) < 2:
         raise UsageError("profile: at least two concurrency steps are needed to fit (e.g. --sweep 1,4,16)")
+    eff = _fit_efficiency(by_r[r1], shape, dev, engine, base)
+    cal = Calibration(eff, device_of_sweep(sweeps[0]), {r1: 1.0}, sources=[sw.get("_path", "?") for sw in sweeps],
+                      shared_host=not dev.known)
+    for r, rpts in sorted(by_r.items()):
+        if r == r1 or not rpts:
+            continue
+        cal.replica_stretch[r] = _fit_stretch(rpts, shape, dev, eff, engine)
+        if cal.shared_host and len(rpts) >= 2:
+            cal.per_replicas[r] = _fit_efficiency(rpts, shape, dev, engine, base)
+    for r, rpts in sorted(by_r.items()):
+        e = eff if r == r1 else cal.for_replicas(r)
+        for p in rpts:
+            pr = predict(shape, dev, e, engine, concurrency=p["n"], isl=round(p["isl"]), osl=p["osl"])
+            cal.fit.append({"replicas": r, "concurrency": p["value"], "rate": p["x"] * r, "rate_fit": pr.rate * r,
+                            "itl_p95": p["itl_p95"], "itl_p95_fit": pr.itl_p95_s, "ttft_p95": p["ttft_p95"],
+                            "ttft_p95_fit": pr.ttft_p95_s})
+    return cal
+
+
+def _fit_efficiency(pts: list[dict], shape: ModelShape, dev: Device, engine: Engine, base: Efficiency) -> Efficiency:
+    """TPOT = t_0 + B·t_seq + P·t_tok (+ roofline terms) by NNLS on relative
+    errors, then the TTFT terms, the p95 ratios and the frontend cap."""
     roof = dev.known
     rows, y = [], []
     for p in pts:
@@ -174,21 +210,7 @@ def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
     eff = replace(base, step_s=coef[0], seq_s=coef[1], token_s=coef[2], source="fitted")
     if roof:
         eff = replace(eff, mem=1 / coef[3] if coef[3] > 0 else base.mem, compute=1 / coef[4] if coef[4] > 0 else base.compute)
-    eff = _fit_ttft_and_frontend(pts, shape, dev, eff, engine)
-    cal = Calibration(eff, device_of_sweep(sweeps[0]), {r1: 1.0}, sources=[sw.get("_path", "?") for sw in sweeps],
-                      shared_host=not roof)
-    for r, rpts in sorted(by_r.items()):
-        if r == r1 or not rpts:
-            continue
-        cal.replica_stretch[r] = _fit_stretch(rpts, shape, dev, eff, engine)
-    for r, rpts in sorted(by_r.items()):
-        k = cal.replica_stretch.get(r, 1.0)
-        for p in rpts:
-            pr = predict(shape, dev, stretched(eff, k), engine, concurrency=p["n"], isl=round(p["isl"]), osl=p["osl"])
-            cal.fit.append({"replicas": r, "concurrency": p["value"], "rate": p["x"] * r, "rate_fit": pr.rate * r,
-                            "itl_p95": p["itl_p95"], "itl_p95_fit": pr.itl_p95_s, "ttft_p95": p["ttft_p95"],
-                            "ttft_p95_fit": pr.ttft_p95_s})
-    return cal
+    return _fit_ttft_and_frontend(pts, shape, dev, eff, engine)
 
 
 def _geomean(values) -> float:

@@ -15,7 +15,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
-from llmctl.perf.calibrate import Calibration, stretched
+from llmctl.perf.calibrate import Calibration
 from llmctl.perf.roofline import Device, Efficiency, Engine, ModelShape, Prediction, predict
 from llmctl.perf.slo import SLO
 
@@ -96,8 +96,7 @@ def _failing(slo: SLO, p: Prediction) -> str:
 def max_rate(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, slo: SLO, *, isl: int, osl: int,
              replicas: int = 1, cal: Optional[Calibration] = None) -> tuple[float, float, Optional[Prediction], str]:
     """(rate of all ``replicas``, concurrency per replica, prediction, bound)."""
-    k = cal.stretch(replicas) if cal is not None else 1.0
-    e = stretched(eff, k)
+    e = cal.for_replicas(replicas) if cal is not None else eff
 
     def at(n: float) -> Prediction:
         return predict(shape, dev, e, engine, concurrency=n, isl=isl, osl=osl)
