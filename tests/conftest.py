@@ -211,19 +211,6 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
-# Seconds each file's `cluster` tests took in `make test` on a fresh clone (2 idle
-# cores; `--durations=0`, setup + call + teardown summed per file). Only used to
-# balance the two lanes below; a file missing here counts 30 s.
-CLUSTER_COST = {
-    "test_rollout_e2e.py": 280, "test_capacity_e2e.py": 190, "test_launch.py": 170, "test_security_e2e.py": 170,
-    "test_scale_e2e.py": 130, "test_multihost.py": 75, "test_multihost_security.py": 60, "test_engine_e2e.py": 95,
-    "test_fix_e2e.py": 90, "test_lora_e2e.py": 70, "test_cluster.py": 40, "test_security.py": 40,
-    "test_preflight.py": 30,
-}
-# Files that must share a lane (both build network namespaces and two-host clusters).
-SAME_LANE = (("test_multihost.py", "test_multihost_security.py"),)
-
-
 def _is_cluster_mark(dec) -> bool:
     import ast
 
@@ -270,49 +257,27 @@ def in_cluster_lane(nodeid: str, marked: dict[str, set[str] | None]) -> bool:
     return names is None or rest.split("[", 1)[0] in names or rest.split("::", 1)[0] in names
 
 
-def cluster_lanes(files, lanes: int = 2) -> dict[str, int]:
-    """Each file with `cluster` tests -> a lane (0..lanes-1): longest first onto
-    the lane with the least work so far (files in ``SAME_LANE`` as one unit)."""
-    units: list[tuple[str, ...]] = []
-    left = set(files)
-    for group in SAME_LANE:
-        members = tuple(f for f in files if f.rsplit("/", 1)[-1] in group)
-        if members:
-            units.append(members)
-            left -= set(members)
-    units += [(f,) for f in sorted(left)]
-
-    def cost(unit) -> float:
-        return sum(CLUSTER_COST.get(f.rsplit("/", 1)[-1], 30) for f in unit)
-
-    load, lane_of = [0.0] * lanes, {}
-    for unit in sorted(units, key=lambda u: (-cost(u), u)):
-        i = load.index(min(load))
-        load[i] += cost(unit)
-        lane_of.update({f: i for f in unit})
-    return lane_of
-
-
 def pytest_xdist_make_scheduler(config, log):
     """``-n 2 --dist loadgroup`` (``make test``): the tests marked `cluster`
-    run in two lanes, one per worker, each lane on that worker's own Ray head
-    (``ray_head`` is per session, so per worker): a file's cluster tests stay
-    together, in file order, sharing their module's deployed apps; files are
-    spread over the lanes by ``CLUSTER_COST``. Every other test is spread over
-    the workers as they free up. (pytest-xdist's own loadgroup marks the group
-    in the test ids, which pytest 9 no longer lets a plugin change:
-    ``xdist_group`` marks are ignored there.)"""
+    (they use the session's Ray head) run on one worker, in file order, as
+    one unit — they share that worker's head and their modules' deployed
+    apps; every other test is spread over the workers as they free up.
+
+    One lane, not one per worker: measured on a fresh clone (2 cores,
+    2026-11-25), two lanes with a head each took 21 min 40 s against 22 min
+    51 s for one, because the engines are CPU-bound (each end-to-end test
+    took about twice as long beside another), and the heavier load made a
+    ray:// connection fail (tests/test_multihost.py). (pytest-xdist's own
+    loadgroup marks the group in the test ids, which pytest 9 no longer lets
+    a plugin change: ``xdist_group`` marks are ignored there.)"""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     marked = cluster_tests()
-    lane_of = cluster_lanes(sorted(marked))
 
-    class ClusterLanes(LoadScopeScheduling):
+    class ClusterTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            if in_cluster_lane(nodeid, marked):
-                return f"cluster-{lane_of[nodeid.partition('::')[0]]}"
-            return nodeid
+            return "cluster" if in_cluster_lane(nodeid, marked) else nodeid
 
-    return ClusterLanes(config, log)
+    return ClusterTogether(config, log)

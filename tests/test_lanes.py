@@ -1,7 +1,7 @@
 """`make test`'s scheduler (tests/conftest.py) reads the `cluster` marks from
-the source to put those tests in two lanes, one Ray head per worker. It must
-agree with pytest's own view of the marks, or a test that uses the session's
-head would run beside the lanes and start a third head."""
+the source to run those tests on one worker, with that worker's Ray head. It
+must agree with pytest's own view of the marks, or a test that uses the
+session's head would run on the other worker and start a second head."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import cluster_lanes, cluster_tests, in_cluster_lane, SAME_LANE
+from conftest import cluster_tests, in_cluster_lane
 
 TESTS = Path(__file__).resolve().parent
 
@@ -35,12 +35,3 @@ def test_lane_classifier_agrees_with_pytest_marks(request):
         assert cluster and other
         assert {n for n in cluster if not in_cluster_lane(n, marked)} == set()
         assert {n for n in other if in_cluster_lane(n, marked)} == set()
-
-
-def test_every_cluster_file_has_a_lane_and_both_lanes_have_work():
-    files = sorted(cluster_tests())
-    lanes = cluster_lanes(files)
-    assert set(lanes) == set(files)
-    assert set(lanes.values()) == {0, 1}
-    for group in SAME_LANE:
-        assert len({lanes[f] for f in files if f.rsplit("/", 1)[-1] in group}) <= 1

@@ -13,9 +13,12 @@ Real vLLM CPU engines; waits poll with deadlines; generated text unasserted."""
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -97,18 +100,25 @@ class Watch:
         return self.samples
 
 
-def _bench() -> Proc:
-    return Proc([sys.executable, "-m", "llmctl", "bench", APP, "--duration", "900", "--concurrency", "2",
-                 "--max-tokens", "8", "--prompt-tokens", "16", "--json"])
+def _bench(out: Path) -> Proc:
+    """`llmctl bench` running, once it has finished a request (its progress
+    line on stderr, every 5 s, says how many are done)."""
+    load = Proc([sys.executable, "-m", "llmctl", "bench", APP, "--duration", "900", "--concurrency", "2",
+                 "--max-tokens", "8", "--prompt-tokens", "16", "-o", out])
+    deadline = time.monotonic() + 120
+    while not re.search(r"\bdone [1-9]", load.text("err")):
+        assert load.p.poll() is None and time.monotonic() < deadline, (load.text("out"), load.text("err"))
+        time.sleep(0.2)
+    return load
 
 
-def _finish(load: Proc) -> dict:
+def _finish(load: Proc, out: Path) -> dict:
     r = load.interrupt(timeout=60)
     assert r.code == 0, r.err
-    return r.json()["summary"]
+    return json.loads(out.read_text())["summary"]
 
 
-def test_rolling_then_in_place_then_rollback(roll_app, cluster_home):
+def test_rolling_then_in_place_then_rollback(roll_app, cluster_home, tmp_path):
     serve, model_cfg = roll_app
     dash = cluster_home.dashboard_url
     before = _replica_ids(dash)
@@ -122,11 +132,10 @@ def test_rolling_then_in_place_then_rollback(roll_app, cluster_home):
     assert f"{APP}: rolling restart" in dry.out and "engine_kwargs.max_num_seqs: (unset) -> 8" in dry.out, dry.out
     assert "rollout LLMServer:tiny-roll: 2 replica(s)" in dry.out and "1 of 2 serving during a wave" in dry.out, dry.out
     assert _replica_ids(dash) == before  # the dry run changed nothing
-    load, watch = _bench(), Watch(dash)
-    time.sleep(3)
+    load, watch = _bench(tmp_path / "rolling.json"), Watch(dash)
     r = llmctl("up", serve, "--timeout", "600")  # no terminal, no --yes: applies (printing the plan first)
     running = watch.stop()
-    s = _finish(load)
+    s = _finish(load, tmp_path / "rolling.json")
     assert r.code == 0, (r.out, r.err)
     assert f"{APP}: rolling restart" in r.err
     assert s["failed"] == 0 and s["done"] > 0, s
@@ -144,11 +153,10 @@ def test_rolling_then_in_place_then_rollback(roll_app, cluster_home):
     print("\n$ llmctl up --dry-run (in place)\n" + dry.out)
     assert f"{APP}: in place" in dry.out and "autoscaling_config.max_replicas: 2 -> 3" in dry.out, dry.out
     assert "rollout " not in dry.out, dry.out
-    load = _bench()
-    time.sleep(3)
+    load = _bench(tmp_path / "in_place.json")
     r = llmctl("up", serve, "--timeout", "300")
-    time.sleep(5)
-    s = _finish(load)
+    time.sleep(5)  # requests after the change too
+    s = _finish(load, tmp_path / "in_place.json")
     assert r.code == 0, (r.out, r.err)
     assert f"{APP}: in place" in r.err  # the plan, printed before the PUT
     assert s["failed"] == 0 and s["done"] > 0, s

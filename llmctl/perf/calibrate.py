@@ -218,13 +218,24 @@ def _geomean(values) -> float:
     return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else 1.0
 
 
+def _front_wait_at(s: float, p: dict) -> float:
+    """The front end's residence time at a measured step (rate x, n clients):
+    R = s·(1 + x·R·(n−1)/n), the same queue as roofline.frontend_wait."""
+    if s <= 0:
+        return 0.0
+    a = (p["n"] - 1) / p["n"] if p["n"] > 1 else 0.0
+    busy = a * s * p["x"]
+    return s / (1 - busy) if busy < 0.95 else s / 0.05
+
+
 def _fit_ttft(pts: list[dict], shape, dev, eff: Efficiency) -> Efficiency:
-    """TTFT − (the request's own prefill step) = t_request + (ttft_steps − 1)·TPOT, relative errors."""
+    """TTFT − (the request's own prefill step) − (its wait at the front end)
+    = t_request + (ttft_steps − 1)·TPOT, relative errors."""
     rows, y = [], []
     for p in pts:
         b = p["x"] * (p["osl"] - 1) * p["itl"]
         pf = step_time(shape, dev, eff, decode=b, prompt_tokens=p["isl"], context=p["isl"] + p["osl"] / 2).seconds
-        rest = max(1e-6, p["ttft"] - pf)
+        rest = max(1e-6, p["ttft"] - pf - _front_wait_at(eff.frontend_s, p))
         rows.append([1.0 / rest, p["itl"] / rest])
         y.append(1.0)
     tc = nnls(rows, y)
@@ -233,17 +244,18 @@ def _fit_ttft(pts: list[dict], shape, dev, eff: Efficiency) -> Efficiency:
 
 def _fit_ttft_and_frontend(pts: list[dict], shape, dev, eff: Efficiency, engine) -> Efficiency:
     """The TTFT terms, and the serial per-request cost in front of the engine
-    (``frontend_s``: Serve's proxy and ingress, the API server) that makes the
-    rate level off while TTFT keeps growing: the candidate whose fitted model
-    reproduces the measured rates and TTFTs best (TTFT terms fitted on the
-    steps that candidate does not saturate)."""
+    (``frontend_s``: Serve's proxy and ingress, the API server), a queue
+    whose wait grows with the rate and makes the rate level off while TTFT
+    keeps growing: the candidate whose fitted model reproduces the measured
+    rates and TTFTs best (TTFT terms fitted on the steps where that queue is
+    not saturated)."""
     xmax = max(p["x"] for p in pts)
     eff = replace(eff, ttft_p95_ratio=_geomean(p["ttft_p95"] / p["ttft"] for p in pts if p["ttft"]),
                   itl_p95_ratio=_geomean(p["itl_p95"] / p["itl"] for p in pts if p["itl"]))
     best = None
-    for k in (0.0, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2):
+    for k in (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1):
         s = k / xmax
-        free = [p for p in pts if not s or p["x"] < 0.9 / s] or pts
+        free = [p for p in pts if not s or p["x"] * s < 0.9] or pts
         e = _fit_ttft(free if len(free) >= 2 else pts, shape, dev, replace(eff, frontend_s=s))
         err = 0.0
         for p in pts:

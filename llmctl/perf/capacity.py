@@ -138,7 +138,9 @@ def max_rate(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, sl
             fail_n = mid
     best, bad = at(lo_n), at(fail_n)
     metric = _failing(slo, bad)
-    if metric == "ttft":
+    if metric == "ttft" and bad.decode_bound == "frontend":
+        bound = "frontend"  # the wait in the front end's queue is what crossed the target
+    elif metric == "ttft":
         b = bad.prefill_bound
         bound = {"compute": "compute_prefill", "memory_bandwidth": "memory_bandwidth_prefill",
                  "engine_overhead": "engine_overhead_prefill"}.get(b, b)

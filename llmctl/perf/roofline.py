@@ -95,7 +95,7 @@ class Efficiency:
     compute_half_tokens: float = 0.0  # >0: tokens in a step at which the matmuls reach half of `compute`
     step_s: float = 0.001  # per engine step (scheduler, kernel launches)
     seq_s: float = 0.0002  # per running sequence per step (scheduling, sampling, detokenizing)
-    frontend_s: float = 0.02  # per request, serial in the API server (tokenizing, HTTP, streaming): caps the rate
+    frontend_s: float = 0.02  # per request, serial in the API server (tokenizing, HTTP, streaming): a queue (frontend_wait), rate < 1/frontend_s
     token_s: float = 0.0  # per prompt token (tokenizing, the prefill's own overheads)
     request_s: float = 0.010  # per request before its first step (HTTP, Ray Serve router, ingress)
     ttft_steps: float = 1.5  # steps a new request spends before its first token: waiting for the running one, then its own
@@ -198,7 +198,7 @@ def predict(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, 
     running = min(n, cap)
     context = isl + osl / 2
     budget = max(1.0, engine.max_num_batched_tokens - running)
-    rate, dec, t_prev, frontend_bound = 0.0, running, 0.0, False
+    rate, dec, t_prev, frontend_bound, wait = 0.0, running, 0.0, False, 0.0
     chunks = max(1, math.ceil(isl / budget))
     for _ in range(80):
         dec_step = step_time(shape, dev, eff, decode=dec, prompt_tokens=min(rate * isl * t_prev, budget), context=context,
@@ -208,11 +208,12 @@ def predict(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, 
         ttft = eff.request_s + (eff.ttft_steps - 1) * dec_step.seconds + chunks * pf_step.seconds
         itl = dec_step.seconds
         run_latency = ttft + (osl - 1) * itl
+        # the serial front end is a queue the n clients pass once per request
+        wait = frontend_wait(eff.frontend_s, n, run_latency)
         # prompt tokens the engine takes per second cannot exceed what the chunks hold
-        front = 1 / eff.frontend_s if eff.frontend_s else math.inf
-        new_rate = min(running / run_latency, budget / max(isl, 1) / max(pf_step.seconds, 1e-9), front)
-        frontend_bound = new_rate >= front * (1 - 1e-9)
-        new_dec = running * max(osl - 1, 0) * itl / run_latency
+        new_rate = min(n / (run_latency + wait), running / run_latency, budget / max(isl, 1) / max(pf_step.seconds, 1e-9))
+        frontend_bound = bool(eff.frontend_s) and new_rate * eff.frontend_s >= 0.9
+        new_dec = new_rate * max(osl - 1, 0) * itl
         done = abs(new_rate - rate) <= 1e-5 * max(new_rate, 1e-9) and abs(new_dec - dec) < 1e-4 * max(dec, 1.0)
         rate = new_rate if not rate else rate + 0.5 * (new_rate - rate)
         dec = dec + 0.5 * (new_dec - dec)
@@ -220,11 +221,11 @@ def predict(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, 
         if done:
             break
     # closed loop: all n clients cycle at the engine's rate; whatever latency the
-    # engine alone does not explain (beyond max_num_seqs or KV capacity, behind a
-    # saturated prefill or API server) is spent waiting before the first token
-    run_latency = ttft + (osl - 1) * itl
+    # engine and the front end's queue do not explain (beyond max_num_seqs or KV
+    # capacity, behind a saturated prefill) is spent waiting before the first token
+    run_latency = ttft + (osl - 1) * itl + wait
     total = max(run_latency, n / rate) if rate > 0 else run_latency
-    ttft_total = ttft + (total - run_latency)
+    ttft_total = ttft + wait + (total - run_latency)
     return Prediction(
         concurrency=n, rate=n / total, output_tokens_per_s=osl * n / total,
         ttft_s=ttft_total, ttft_p95_s=ttft_total * eff.ttft_p95_ratio, itl_s=itl, itl_p95_s=itl * eff.itl_p95_ratio,
@@ -232,6 +233,21 @@ def predict(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, 
         decode_bound="frontend" if frontend_bound else dec_step.bound, prefill_bound=pf_step.bound,
         capped_by=cap_name if n > cap else "",
     )
+
+
+def frontend_wait(service_s: float, n: float, think_s: float) -> float:
+    """Time a request spends at a serial front end (``service_s`` each:
+    HTTP, the proxy and ingress, tokenizing) when ``n`` closed-loop clients
+    spend ``think_s`` elsewhere per request (in the engine): Schweitzer's
+    approximate mean value analysis, R = s·(1 + Q·(n−1)/n) with Q = X·R and
+    X = n / (think + R), solved in closed form. One client: R = s; many: the
+    rate tends to 1/s, with the queueing wait growing smoothly before it
+    (a hard cap at 1/s put every client at full speed right up to it)."""
+    if service_s <= 0:
+        return 0.0
+    a = (n - 1) / n if n > 1 else 0.0
+    b = think_s - service_s - a * service_s * n
+    return (-b + math.sqrt(b * b + 4 * service_s * think_s)) / 2
 
 
 def with_overrides(eff: Efficiency, **kw: Any) -> Efficiency:

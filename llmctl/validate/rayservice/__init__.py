@@ -113,8 +113,6 @@ def _rayservice(doc: _Doc, sink: _Sink, out: list[Diagnostic], check_doc, check_
 
 def _serve_rules(serve: dict, add) -> None:
     """What a serve config may do on a laptop but not inside a RayService."""
-    from llmctl.builders import app_llm_configs
-
     http = serve.get("http_options") if isinstance(serve.get("http_options"), dict) else {}
     host = http.get("host")
     if isinstance(host, str) and host in ("127.0.0.1", "localhost", "::1"):
