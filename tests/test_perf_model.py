@@ -78,6 +78,33 @@ def test_tensor_parallel_splits_the_weights_read():
     assert s2.mem_s < s1.mem_s and s2.comm_s > 0 and s1.comm_s == 0
 
 
+def test_front_end_queue_between_its_two_limits():
+    """One client waits one service time; many approach the front end's rate
+    1/s, and the wait grows smoothly with the clients before that (Schweitzer's
+    MVA: within a few per cent of exact MVA for one queue and a delay)."""
+    from llmctl.perf.roofline import frontend_wait
+
+    s, z = 0.1, 0.3
+    assert frontend_wait(s, 1, z) == pytest.approx(s)
+    assert frontend_wait(0.0, 50, z) == 0.0
+
+    def exact(n: int) -> float:  # exact mean value analysis, integer clients
+        q = 0.0
+        for k in range(1, n + 1):
+            r = s * (1 + q)
+            q = k / (r + z) * r
+        return r
+
+    rates = []
+    for n in (1, 2, 4, 8, 16, 64):
+        r = frontend_wait(s, n, z)
+        rates.append(n / (z + r))
+        assert abs(r / exact(n) - 1) < 0.15, (n, r, exact(n))
+    assert all(a < b for a, b in zip(rates, rates[1:]))  # more clients, more throughput ...
+    assert rates[-1] < 1 / s and rates[-1] > 0.95 / s  # ... up to the front end's rate
+    assert rates[2] < 0.97 * min(4 / z, 1 / s)  # a hard cap would put 4 clients at full speed
+
+
 def test_nnls_recovers_non_negative_coefficients():
     rows = [[1.0, x, x * x] for x in (1, 2, 3, 5, 8)]
     y = [0.5 + 0.2 * x + 0.01 * x * x for x in (1, 2, 3, 5, 8)]
