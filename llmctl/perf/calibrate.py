@@ -8,8 +8,9 @@ Then, by non-negative least squares:
 
 - TPOT = t_0 + B·t_seq + P·t_tok (+ the roofline terms scaled by 1/η_mem or
   1/η_flop, when the device has a datasheet roofline: a GPU);
-- TTFT − (its own prefill step) = t_request + (ttft_steps − 1)·TPOT;
-- p95 / mean of TTFT and of TPOT: the median ratio over the steps.
+- TTFT − (its own prefill step) − (its wait in the front end's queue) =
+  t_request + (ttft_steps − 1)·TPOT;
+- p95 / mean of TTFT and of TPOT: the geometric mean of the steps' ratios.
 
 A sweep with more than one replica (all on one host) is fitted on its own
 (``per_replicas[R]``: the same terms from that sweep's steps, per replica
@@ -163,7 +164,7 @@ def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
     count measured); for each other replica count, its own Efficiency (from
     two steps up) and a stretch factor of the first."""
     base = base or Efficiency()
-    if not dev.known:  # a CPU: the request path's costs are in the fitted TTFT terms, no separate frontend cap
+    if not dev.known:  # a CPU: no datasheet; the front end's queue is fitted from the sweep (_fit_ttft_and_frontend)
         base = replace(base, frontend_s=0.0, compute_half_tokens=0.0)
     by_r: dict[int, list[dict]] = {}
     for sw in sweeps:
@@ -194,7 +195,7 @@ def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
 
 def _fit_efficiency(pts: list[dict], shape: ModelShape, dev: Device, engine: Engine, base: Efficiency) -> Efficiency:
     """TPOT = t_0 + B·t_seq + P·t_tok (+ roofline terms) by NNLS on relative
-    errors, then the TTFT terms, the p95 ratios and the frontend cap."""
+    errors, then the TTFT terms, the p95 ratios and the front end's queue."""
     roof = dev.known
     rows, y = [], []
     for p in pts:
