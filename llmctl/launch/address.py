@@ -113,7 +113,14 @@ def _dashboard_from_ray(addr: str, hostport: str, connect_timeout: float = 5.0, 
         if token:
             _refresh_ray_auth()
         try:
-            url = get_address_for_submission_client(addr)
+            try:
+                url = get_address_for_submission_client(addr)
+            except Exception as e:  # noqa: BLE001 - ConnectionAbortedError, or wrapped by ray.init
+                # Ray Client's head-side server for this session did not start in time (seen
+                # on a loaded 2-core head): a second session usually gets one.
+                if "Initialization failure from server" not in str(e):
+                    raise
+                url = get_address_for_submission_client(addr)
         except Exception as e:  # noqa: BLE001 - ray raises many kinds here
             if "InvalidAuthToken" in str(e) or "authentication token" in str(e).lower():
                 raise raytoken.auth_error(addr, 401, bool(token)) from None
