@@ -1,19 +1,27 @@
 """Calibrate on this machine's CPU engine, predict, measure (issue 24's "done when").
 
-    flock /tmp/llmctl-heavy.lock .venv/bin/python bench/capacity.py            # ~15 min, writes docs/capacity.md's table
+    flock /tmp/llmctl-heavy.lock .venv/bin/python bench/capacity.py            # ~27 min, writes docs/capacity.md's table
     .venv/bin/python bench/capacity.py --short --no-docs                      # a few minutes: the structure only
 
 For each replica count (1, then 2), on a private Ray head with the tiny model
 on vLLM's CPU build (gen-config --gpu cpu --min-replicas R --max-replicas R,
 nothing edited by hand), back to back:
 
-1. calibration: ``llmctl bench --sweep`` over concurrencies (R × 1,2,4,8,16),
-   written with ``-o``;
+1. calibration: ``llmctl bench --sweep`` over concurrencies (R × 1,2,4,8,16,
+   20 s each, ``--repeat 2``), written with ``-o``;
 2. measurement: ``llmctl bench --sweep`` over a finer, different set of
-   concurrencies (R × 1,2,3,4,6,8,12,16, 45 s each) with ``--slo``: the highest rate
-   within each target, read off that one sweep (``max_rate_within``);
+   concurrencies (R × 1,2,3,4,6,8,12,16, 30 s each, ``--repeat 2``) with
+   ``--slo``: the highest rate within each target, read off that sweep
+   (``max_rate_within``);
 3. prediction: ``llmctl plan --model DIR --gpu cpu --profile calib_1.json
    [--profile calib_2.json] --slo TARGET --json``: the rate of R replicas.
+
+``--repeat 2`` (since 2026-11-26, before run 4): each sweep runs twice and
+each step pools its two holds, so a drift of the shared host between
+minutes weighs on every step alike. Runs 1-3 held each step once (30 s
+calibration, 45 s measurement); in four of five 2-replica runs the
+measurement sweep's steps at 8 and more concurrent were 20-35 % slower
+than the same steps of the calibration sweep minutes earlier.
 
 Two targets, fixed before any measurement: A (ITL-bound) and B (TTFT-bound).
 Goal: prediction within ±20 % of the measurement, for both targets and for
@@ -46,6 +54,18 @@ MEASURE = (1, 2, 3, 4, 6, 8, 12, 16)
 GOAL = 0.20
 
 
+APP = "capacity"
+
+
+def gen_config_args(model: Path, replicas: int, out: Path) -> list:
+    """``llmctl gen-config`` of the deployment measured (nothing edited by hand).
+    tests/test_capacity_e2e.py deploys the same, so that the short run's
+    ``up`` finds it deployed and changes nothing."""
+    return ["gen-config", "--model", model, "--model-id", "tiny-cap", "--gpu", "cpu", "--min-replicas", replicas,
+            "--max-replicas", replicas, "--max-ongoing-requests", 64, "--app-name", APP, "--route-prefix", "/capacity",
+            "--yes", "--force", "-o", out]
+
+
 def _run(cmd: list, env: dict, timeout: float = 1800) -> subprocess.CompletedProcess:
     p = subprocess.run([str(c) for c in cmd], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
                        timeout=timeout, cwd=REPO)
@@ -54,9 +74,9 @@ def _run(cmd: list, env: dict, timeout: float = 1800) -> subprocess.CompletedPro
     return p
 
 
-def run(work: Path, env: dict, *, replicas=(1, 2), calib=CALIB, measure=MEASURE, calib_s: float = 30,
-        measure_s: float = 45, prompt_words: int = 64, osl: int = 128, targets=TARGETS, model: Optional[Path] = None,
-        keep_cluster: bool = False, log=print) -> dict:
+def run(work: Path, env: dict, *, replicas=(1, 2), calib=CALIB, measure=MEASURE, calib_s: float = 20,
+        measure_s: float = 30, repeat: int = 2, prompt_words: int = 64, osl: int = 128, targets=TARGETS,
+        model: Optional[Path] = None, keep_cluster: bool = False, log=print) -> dict:
     """The whole experiment; returns {"rows": [...], "files": {...}}. ``env``
     holds LLMCTL_HOME: an existing local head there is used (a test's), else
     ``llmctl up`` starts one, stopped at the end unless ``keep_cluster``."""
@@ -76,21 +96,19 @@ def run(work: Path, env: dict, *, replicas=(1, 2), calib=CALIB, measure=MEASURE,
     try:
         for r in replicas:
             gen = work / f"gen{r}"
-            _run(llmctl + ["gen-config", "--model", model, "--model-id", "tiny-cap", "--gpu", "cpu", "--min-replicas", r,
-                           "--max-replicas", r, "--max-ongoing-requests", 64, "--app-name", "capacity", "--route-prefix",
-                           "/capacity", "--yes", "--force", "-o", gen], env)
+            _run(llmctl + gen_config_args(model, r, gen), env)
             serve = sorted(gen.glob("serve_*.yaml"))[-1]
             t0 = time.monotonic()
             _run(llmctl + ["up", serve, "--timeout", 900], env, timeout=1000)
             log(f"{r} replica(s) up in {time.monotonic() - t0:.0f}s")
-            _run(llmctl + ["bench", "capacity", "--requests", 4 * r, "--concurrency", 2 * r, "--prompt-tokens",
+            _run(llmctl + ["bench", APP, "--requests", 4 * r, "--concurrency", 2 * r, "--prompt-tokens",
                            prompt_words, "--max-tokens", osl, "--json"], env)  # warm-up
             cf = work / f"calib_{r}.json"
-            _run(llmctl + ["bench", "capacity", "--sweep", ",".join(str(c * r) for c in calib), "--duration", calib_s,
+            _run(llmctl + ["bench", APP, "--sweep", ",".join(str(c * r) for c in calib), "--duration", calib_s, "--repeat", repeat,
                            "--prompt-tokens", prompt_words, "--max-tokens", osl, "-o", cf], env)
             calib_files.append(cf)
             mf = work / f"measure_{r}.json"
-            shown = ["bench", "capacity", "--sweep", ",".join(str(c * r) for c in measure), "--duration", measure_s,
+            shown = ["bench", APP, "--sweep", ",".join(str(c * r) for c in measure), "--duration", measure_s, "--repeat", repeat,
                      "--prompt-tokens", prompt_words, "--max-tokens", osl, "--slo", targets["A"], "-o", mf.name,
                      "--report", f"report_{r}"]
             out = _run(llmctl + shown[:-3] + [mf, "--report", work / f"report_{r}"], env)
@@ -115,11 +133,11 @@ def run(work: Path, env: dict, *, replicas=(1, 2), calib=CALIB, measure=MEASURE,
     finally:
         if not keep_cluster:
             if had_cluster:
-                subprocess.run(llmctl + ["down", "capacity"], env=env, capture_output=True, cwd=REPO)
+                subprocess.run(llmctl + ["down", APP], env=env, capture_output=True, cwd=REPO)
             else:
                 subprocess.run(llmctl + ["down", "--cluster"], env=env, capture_output=True, cwd=REPO)
     return {"rows": rows, "files": files, "targets": targets, "calib": list(calib), "measure": list(measure),
-            "calib_s": calib_s, "measure_s": measure_s, "prompt_words": prompt_words, "osl": osl}
+            "calib_s": calib_s, "measure_s": measure_s, "repeat": repeat, "prompt_words": prompt_words, "osl": osl}
 
 
 def markdown(result: dict) -> str:
@@ -141,7 +159,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="llmctl-capacity-"))
     env = dict(os.environ, LLMCTL_HOME=str(work / "home"), HF_HUB_OFFLINE="1", RAY_AUTH_MODE="disabled",
                PYTHONPATH=str(REPO))
-    kw = dict(replicas=(1,), calib=(1, 4), measure=(1, 2, 4), calib_s=4, measure_s=4) if args.short else {}
+    kw = dict(replicas=(1,), calib=(1, 4), measure=(1, 2, 4), calib_s=4, measure_s=4, repeat=1) if args.short else {}
     result = run(work, env, **kw)
     result["date"] = time.strftime("%Y-%m-%d")
     md = markdown(result)

@@ -159,6 +159,17 @@ class BenchResult:
             **({"busy_cores": round(self.busy_cores, 3)} if self.busy_cores is not None else {}),
         }
 
+    @classmethod
+    def pooled(cls, parts: list["BenchResult"]) -> "BenchResult":
+        """Several holds of one step as one: every request, the time of all
+        (a rate over the whole), busy cores weighted by time."""
+        out = cls(parts[0].settings, [r for p in parts for r in p.results], sum(p.seconds for p in parts))
+        out.interrupted = any(p.interrupted for p in parts)
+        busy = [(p.busy_cores, p.seconds) for p in parts if p.busy_cores is not None]
+        if busy:
+            out.busy_cores = sum(b * t for b, t in busy) / max(sum(t for _, t in busy), 1e-9)
+        return out
+
     def replica_timeline(self) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = {}
         for s in self.timeline:
@@ -416,18 +427,24 @@ def sweep(
     on_progress: Optional[Callable[[BenchResult], None]] = None,
     interval: float = 2.0,
     api_key_env: Optional[str] = None,
+    repeat: int = 1,
 ) -> dict[str, Any]:
     """``bench --sweep``: each step of ``steps`` (llmctl.perf.slo.Sweep:
     concurrencies or request rates) held for ``duration`` seconds, one after
     another; per step the summary, each request, goodput under ``slo`` and the
     busy CPU cores; the replica and in-flight timelines of the whole run; the
     Serve config and versions as provenance. The dict is what ``plan
-    --profile`` reads and what the report is made of (llmctl.perf.report)."""
+    --profile`` reads and what the report is made of (llmctl.perf.report).
+
+    ``repeat`` > 1 runs the whole sweep that many times and pools each step's
+    holds (``bench --repeat``): a step's figures then come from requests
+    spread over the run, so a slow drift of the host (other work, a busy
+    neighbour) weighs on every step alike instead of on the steps it hit."""
     from llmctl.perf.sweep import goodput, max_rate_within, provenance
 
     if duration is None or duration <= 0:
         raise UsageError(f"{param('duration')}: must be a positive number of seconds (got {duration})", param="duration")
-    for name, v in (("prompt_tokens", prompt_tokens), ("max_tokens", max_tokens)):
+    for name, v in (("prompt_tokens", prompt_tokens), ("max_tokens", max_tokens), ("repeat", repeat)):
         if v is None or v < 1:
             raise UsageError(f"{param(name)}: must be a positive integer (got {v})", param=name)
     headers = endpoint_headers(app, url, address, api_key_env)
@@ -440,31 +457,38 @@ def sweep(
     inflight: list[list[float]] = []
     offset = 0.0
     started = time.time()
-    for i, v in enumerate(steps.values):
-        if stop.is_set():
-            break
-        conc = int(v) if steps.mode == "concurrency" else max_concurrency
-        st = BenchSettings(base, chosen, conc, None, duration, prompt_tokens, max_tokens, True,
-                           float(v) if steps.mode == "rate" else None, i)
-        res = asyncio.run(_run(st, stop, sample, on_progress, interval, cpu, headers))
+    held: dict[int, list[BenchResult]] = {}
+    t0: dict[int, float] = {}
+    for pas in range(repeat):
+        for i, v in enumerate(steps.values):
+            if stop.is_set():
+                break
+            conc = int(v) if steps.mode == "concurrency" else max_concurrency
+            st = BenchSettings(base, chosen, conc, None, duration, prompt_tokens, max_tokens, True,
+                               float(v) if steps.mode == "rate" else None, i + pas * len(steps.values))
+            res = asyncio.run(_run(st, stop, sample, on_progress, interval, cpu, headers))
+            held.setdefault(i, []).append(res)
+            t0.setdefault(i, offset)
+            for dep, pts in res.replica_timeline().items():
+                timeline.setdefault(dep, []).extend({**p, "t": round(p["t"] + offset, 2)} for p in pts)
+            inflight.extend([round(x.t + offset, 2), x.inflight] for x in res.inflight)
+            offset += res.seconds
+            if on_step is not None:
+                on_step(i, res)
+    for i, parts in sorted(held.items()):
+        v, res = steps.values[i], BenchResult.pooled(parts)
         summ = res.summary()
-        step = {"index": i, "mode": steps.mode, "value": v, "concurrency": conc if steps.mode == "concurrency" else None,
-                "rate": float(v) if steps.mode == "rate" else None, "t0": round(offset, 2), "summary": summ,
-                "requests": res.requests_json()}
+        step = {"index": i, "mode": steps.mode, "value": v, "concurrency": res.settings.concurrency if steps.mode == "concurrency" else None,
+                "rate": float(v) if steps.mode == "rate" else None, "t0": round(t0[i], 2), "passes": len(parts),
+                "summary": summ, "requests": res.requests_json()}
         if slo is not None:
             step["goodput"] = goodput(res.requests_json(), slo, res.seconds)
             step["slo_met"] = slo.met(summ)
         out_steps.append(step)
-        for dep, pts in res.replica_timeline().items():
-            timeline.setdefault(dep, []).extend({**p, "t": round(p["t"] + offset, 2)} for p in pts)
-        inflight.extend([round(x.t + offset, 2), x.inflight] for x in res.inflight)
-        offset += res.seconds
-        if on_step is not None:
-            on_step(i, res)
     result: dict[str, Any] = {
         "kind": "llmctl-bench-sweep", "version": 1,
         "settings": {"url": base, "model": chosen, "app": app_name, "mode": steps.mode, "values": list(steps.values),
-                     "duration_s": duration, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens,
+                     "duration_s": duration, "repeat": repeat, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens,
                      "max_concurrency": max_concurrency},
         "started": started, "ended": time.time(), "interrupted": stop.is_set(),
         "slo": slo.to_json() if slo is not None else None,

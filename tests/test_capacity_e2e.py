@@ -22,18 +22,31 @@ pytestmark = [pytest.mark.cluster, pytest.mark.engine]
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _capacity_module():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import capacity
+    finally:
+        sys.path.pop(0)
+    return capacity
+
+
+capacity = _capacity_module()
+APP = capacity.APP
+
+
 @pytest.fixture(scope="module")
 def cap_app(ray_head, tiny_model, tmp_path_factory):
+    """The 1-replica deployment bench/capacity.py measures, generated the same
+    way, so that the short run (the last test) finds it deployed."""
     out = tmp_path_factory.mktemp("cap")
     env = {"LLMCTL_HOME": str(ray_head.home)}
-    r = llmctl("gen-config", "--model", tiny_model, "--model-id", "tiny-cap", "--gpu", "cpu", "--min-replicas", "1",
-               "--max-replicas", "1", "--max-ongoing-requests", "32", "--app-name", "cap_app", "--route-prefix", "/cap",
-               "--yes", "-o", out, env=env)
+    r = llmctl(*capacity.gen_config_args(tiny_model, 1, out), env=env)
     assert r.code == 0, r.err
     r = llmctl("up", next(out.glob("serve_*.yaml")), "--timeout", "600", env=env)
     assert r.code == 0, (r.out, r.err)
     yield out
-    llmctl("down", "cap_app", env=env)
+    llmctl("down", APP, env=env)
 
 
 def _engines() -> list[dict]:
@@ -43,7 +56,7 @@ def _engines() -> list[dict]:
 
 
 def test_status_metrics_while_bench_runs(cap_app, cluster_home):
-    load = Proc([sys.executable, "-m", "llmctl", "bench", "cap_app", "--duration", "240", "--concurrency", "6",
+    load = Proc([sys.executable, "-m", "llmctl", "bench", APP, "--duration", "240", "--concurrency", "6",
                  "--max-tokens", "96", "--json"])
     seen = None
     try:
@@ -70,7 +83,7 @@ def test_status_metrics_while_bench_runs(cap_app, cluster_home):
 
 def test_sweep_profile_plan_and_report(cap_app, cluster_home, tmp_path):
     prof, rep = tmp_path / "bench.json", tmp_path / "report"
-    r = llmctl("bench", "cap_app", "--sweep", "1,3", "--duration", "4", "--max-tokens", "32", "--prompt-tokens", "32",
+    r = llmctl("bench", APP, "--sweep", "1,3", "--duration", "4", "--max-tokens", "32", "--prompt-tokens", "32",
                "--slo", "ttft_p95=5s,itl_p95=200ms", "-o", prof, "--report", rep, timeout=600)
     assert r.code == 0, r.err
     assert "highest rate within ttft_p95=5000ms,itl_p95=200ms" in r.out
@@ -80,7 +93,7 @@ def test_sweep_profile_plan_and_report(cap_app, cluster_home, tmp_path):
         m = s["summary"]
         assert m["done"] > 0 and m["failed"] == 0 and set(m["tpot_s"]) >= {"p50", "p95", "mean"}
         assert s["goodput"]["requests"] <= m["done"] and len(s["requests"]) == m["requests"]
-    assert sweep["provenance"]["versions"]["ray"] and sweep["provenance"]["serve_config"]["name"] == "cap_app"
+    assert sweep["provenance"]["versions"]["ray"] and sweep["provenance"]["serve_config"]["name"] == APP
     assert sweep["replicas"]["LLMServer:tiny-cap"] and sweep["inflight"]
     from llmctl.perf.report import PLOTS, validate
 
@@ -104,19 +117,17 @@ def _model_dir(gen_out: Path) -> str:
     return cfg["model_loading_config"]["model_source"]
 
 
-def test_short_capacity_bench(ray_head, tiny_model, cluster_home, tmp_path):
+def test_short_capacity_bench(cap_app, ray_head, tiny_model, cluster_home, tmp_path):
     """bench/capacity.py in its short form against the session's head: the
-    experiment's structure (its full run and figures: docs/capacity.md)."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import capacity
-    finally:
-        sys.path.pop(0)
+    experiment's structure (its full run and figures: docs/capacity.md). Its
+    deployment is cap_app's: `up` finds nothing to change, starts no engine."""
     import os
 
+    before = _replica_ids(cluster_home)
     env = dict(os.environ, LLMCTL_HOME=str(ray_head.home), PYTHONPATH=str(ROOT))
-    result = capacity.run(tmp_path / "work", env, replicas=(1,), calib=(1, 3), measure=(1, 2, 4), calib_s=4, measure_s=4,
-                          prompt_words=16, osl=16, model=tiny_model, log=lambda *_: None)
+    result = capacity.run(tmp_path / "work", env, replicas=(1,), calib=(1, 3), measure=(1, 2, 4), calib_s=4, measure_s=4, repeat=1,
+                          prompt_words=16, osl=16, model=tiny_model, keep_cluster=True, log=lambda *_: None)
+    assert _replica_ids(cluster_home) == before  # the same replica served the whole run
     rows = result["rows"]
     assert [(r["replicas"], r["target"]) for r in rows] == [(1, "A"), (1, "B")]
     for r in rows:
@@ -125,3 +136,13 @@ def test_short_capacity_bench(ray_head, tiny_model, cluster_home, tmp_path):
     assert Path(result["files"]["calib_1"]).exists() and Path(result["files"]["measure_1"]).exists()
     assert (tmp_path / "work" / "report_1" / "index.html").exists()
     assert "| replicas | target |" in capacity.markdown(result)
+
+
+def _replica_ids(home) -> set[str]:
+    """The app's replicas as Ray's Serve API lists them (ids change when a replica is replaced)."""
+    from llmctl.launch.serve_api import ServeClient
+
+    with ServeClient(home.dashboard_url) as c:  # the local head's token: its own
+        raw = c.status()
+    deps = raw["applications"][APP]["deployments"]
+    return {rep["replica_id"] for d in deps.values() for rep in d["replicas"]}

@@ -107,3 +107,25 @@ def test_cli_sweep_writes_profile_and_report(endpoint, tmp_path, capsys):
     assert r.code == 2 and "--duration" in r.err
     r = run_cli(capsys, "bench", "--url", endpoint, "--requests", "2", "--max-tokens", "3", "--slo", "ttft_p95=5s", "--json")
     assert r.code == 0 and r.json()["slo_met"] is True and r.json()["goodput"]["requests"] == 2
+
+
+def test_repeat_pools_each_steps_holds(endpoint, tmp_path, capsys):
+    """--repeat 2: the sweep runs twice; each step is one row pooling both holds."""
+    once = sweep(steps=parse_sweep("1,2"), duration=1.0, url=endpoint, max_tokens=4, prompt_tokens=4)
+    data = sweep(steps=parse_sweep("1,2"), duration=1.0, url=endpoint, max_tokens=4, prompt_tokens=4, repeat=2)
+    assert data["settings"]["repeat"] == 2 and [s["value"] for s in data["steps"]] == [1, 2]
+    for s, s1 in zip(data["steps"], once["steps"]):
+        m = s["summary"]
+        assert s["passes"] == 2 and len(s["requests"]) == m["requests"] and m["failed"] == 0
+        assert m["seconds"] >= 2.0 > s1["summary"]["seconds"]  # two holds of 1 s, against one
+        assert m["req_per_s"] == pytest.approx(m["done"] / m["seconds"], rel=1e-3)  # seconds: rounded to ms
+    # the second pass comes after every step of the first: step 2 started before the first pass ended
+    assert data["steps"][1]["t0"] < data["steps"][0]["summary"]["seconds"] + data["steps"][1]["summary"]["seconds"]
+    prof = tmp_path / "b.json"
+    r = run_cli(capsys, "bench", "--url", endpoint, "--sweep", "1", "--duration", "0.5", "--repeat", "2", "-o", prof)
+    assert r.code == 0, r.err
+    assert r.err.count("(pass ") == 2 and "2 times (pooled)" in r.out
+    assert json.loads(prof.read_text())["steps"][0]["passes"] == 2
+    for bad in (["--sweep", "1", "--duration", "1", "--repeat", "0"], ["--requests", "2", "--repeat", "2"]):
+        r = run_cli(capsys, "bench", "--url", endpoint, *bad)
+        assert r.code == 2 and "--repeat" in r.err and "Traceback" not in r.err

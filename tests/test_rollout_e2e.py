@@ -112,6 +112,23 @@ def _bench(out: Path) -> Proc:
     return load
 
 
+def _done_counts(load: Proc) -> list[int]:
+    """bench's progress lines so far (stderr, every 5 s): requests finished."""
+    return [int(n) for n in re.findall(r"\bdone (\d+)", load.text("err"))]
+
+
+def _served_more(load: Proc, timeout: float = 120) -> None:
+    """Until bench has finished requests after this call: the first progress
+    line after it may count some finished before; a rise after that line cannot."""
+    seen, deadline = len(_done_counts(load)), time.monotonic() + timeout
+    while True:
+        new = _done_counts(load)[seen:]
+        if len(new) >= 2 and new[-1] > new[0]:
+            return
+        assert load.p.poll() is None and time.monotonic() < deadline, (load.text("out"), load.text("err"))
+        time.sleep(0.2)
+
+
 def _finish(load: Proc, out: Path) -> dict:
     r = load.interrupt(timeout=60)
     assert r.code == 0, r.err
@@ -155,7 +172,7 @@ def test_rolling_then_in_place_then_rollback(roll_app, cluster_home, tmp_path):
     assert "rollout " not in dry.out, dry.out
     load = _bench(tmp_path / "in_place.json")
     r = llmctl("up", serve, "--timeout", "300")
-    time.sleep(5)  # requests after the change too
+    _served_more(load)  # requests after the change too
     s = _finish(load, tmp_path / "in_place.json")
     assert r.code == 0, (r.out, r.err)
     assert f"{APP}: in place" in r.err  # the plan, printed before the PUT

@@ -86,6 +86,7 @@ def bench_cmd(
     sweep: Annotated[Optional[str], typer.Option("--sweep", metavar="STEPS", help="Steps held one after another for --duration each: concurrencies (1,2,4,8) or rates (rate=0.5,1,2). Records per step throughput, TTFT/ITL/latency percentiles, goodput under --slo.")] = None,
     slo: Annotated[Optional[str], typer.Option("--slo", metavar="TARGETS", help="Latency targets, e.g. ttft_p95=500ms,itl_p95=40ms (itl: each request's mean time per output token). With --sweep: goodput per step and the highest rate within them.")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Write the run as JSON (a sweep: what `llmctl plan --profile` reads).")] = None,
+    repeat: Annotated[int, typer.Option("--repeat", metavar="N", help="With --sweep: run the whole sweep N times and pool each step's requests (a slow drift of the host weighs on every step alike).")] = 1,
     report: Annotated[Optional[Path], typer.Option("--report", metavar="DIR", help="Write DIR/index.html (self-contained), PNG plots and DIR/benchmark_report.json (llm-d benchmark report v0.2).")] = None,
 ) -> None:
     """Load an app's OpenAI endpoint: req/s, tokens/s, TTFT and inter-token latency, and the replicas over time."""
@@ -96,9 +97,11 @@ def bench_cmd(
         from llmctl.perf.slo import parse_slo
 
         slo_obj = parse_slo(slo)
+    if repeat != 1 and not sweep:
+        raise UsageError("--repeat: repeats a sweep; add --sweep STEPS (e.g. --sweep 1,2,4,8 --duration 30 --repeat 2)")
     if sweep:
         _sweep_cmd(app_name, model, sweep, duration, slo_obj, prompt_tokens, max_tokens, concurrency, url, address,
-                   json_out, output, report, api_key_env)
+                   json_out, output, report, api_key_env, repeat)
         return
     if rate is not None and rate <= 0:
         raise UsageError(f"--rate: must be a positive number of requests per second (got {rate:g})")
@@ -211,7 +214,7 @@ def _step_line(i: int, res) -> str:
 
 
 def _sweep_cmd(app_name, model, sweep_text, duration, slo_obj, prompt_tokens, max_tokens, concurrency, url, address,
-               json_out, output, report, api_key_env=None) -> None:
+               json_out, output, report, api_key_env=None, repeat=1) -> None:
     from rich.table import Table
 
     from llmctl.loadgen import sweep
@@ -220,13 +223,22 @@ def _sweep_cmd(app_name, model, sweep_text, duration, slo_obj, prompt_tokens, ma
     steps = parse_sweep(sweep_text)
     if duration is None:
         raise UsageError("--duration: a sweep holds each step for --duration seconds; pass it (e.g. --duration 30)")
+    if repeat < 1:
+        raise UsageError(f"--repeat: must be 1 or more (got {repeat})")
+    holds: dict[int, int] = {}
+
+    def on_step(i: int, res) -> None:
+        holds[i] = holds.get(i, 0) + 1
+        line = _step_line(i, res) + (f" (pass {holds[i]} of {repeat})" if repeat > 1 else "")
+        err.print(line, markup=False, highlight=False)
+
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
         data = sweep(app_name, steps=steps, duration=duration, slo=slo_obj, model=model, url=url, address=address,
                      prompt_tokens=prompt_tokens, max_tokens=max_tokens, max_concurrency=max(concurrency, 1),
-                     stop=stop, on_step=None if json_out else (lambda i, r: err.print(_step_line(i, r), markup=False, highlight=False)),
-                     api_key_env=api_key_env)
+                     stop=stop, on_step=None if json_out else on_step,
+                     api_key_env=api_key_env, repeat=repeat)
     finally:
         signal.signal(signal.SIGINT, previous)
     if output is not None:
@@ -240,7 +252,8 @@ def _sweep_cmd(app_name, model, sweep_text, duration, slo_obj, prompt_tokens, ma
         print_json(data)
         return
     s = data["settings"]
-    t = Table(title=f"{s['model']} at {s['url']}: sweep of {s['mode']}, {s['duration_s']:g} s each, "
+    held = f"{s['duration_s']:g} s each" + (f", {s['repeat']} times (pooled)" if s.get("repeat", 1) > 1 else "")
+    t = Table(title=f"{s['model']} at {s['url']}: sweep of {s['mode']}, {held}, "
                     f"{s['prompt_tokens']} prompt / {s['max_tokens']} output tokens", title_justify="left")
     cols = ["step", "req/s", "tok/s", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95", "latency p95", "failed"]
     if slo_obj is not None:
