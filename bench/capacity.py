@@ -5,25 +5,31 @@
 
 For each replica count (1, then 2), on a private Ray head with the tiny model
 on vLLM's CPU build (gen-config --gpu cpu --min-replicas R --max-replicas R,
-nothing edited by hand), back to back:
+nothing edited by hand), two rounds, each of:
 
 1. calibration: ``llmctl bench --sweep`` over concurrencies (R × 1,2,4,8,16,
-   20 s each, ``--repeat 2``), written with ``-o``;
+   20 s each), written with ``-o``;
 2. measurement: ``llmctl bench --sweep`` over a finer, different set of
-   concurrencies (R × 1,2,3,4,6,8,12,16, 30 s each, ``--repeat 2``) with
-   ``--slo``: the highest rate within each target, read off that sweep
-   (``max_rate_within``);
-3. prediction: ``llmctl plan --model DIR --gpu cpu --profile calib_1.json
+   concurrencies (R × 1,2,3,4,6,8,12,16, 30 s each) with ``--slo``;
+
+then each is pooled over its rounds (``pooled``: per step, the requests and
+seconds of both rounds), and
+
+3. measured: the highest rate within each target, read off the pooled
+   measurement (``max_rate_within``);
+4. prediction: ``llmctl plan --model DIR --gpu cpu --profile calib_1.json
    [--profile calib_2.json] --slo TARGET --json``: the rate of R replicas.
 
-``--repeat 2`` (since 2026-11-26, before run 4): each sweep runs twice and
-each step pools its two holds, so a drift of the shared host between
-minutes weighs on every step alike. Runs 1-3 held each step once (30 s
-calibration, 45 s measurement); in four of five 2-replica runs the
-measurement sweep's steps at 8 and more concurrent were 20-35 % slower
-than the same steps of the calibration sweep minutes earlier.
+Rounds (since 2026-11-26, after run 4): runs 1-3 calibrated once (30 s
+steps) and then measured once (45 s steps); run 4 did each with
+``bench --repeat 2``. In run 4 (1 replica) the second pass of each sweep
+was 11-27 % faster than its first at 2 to 6 concurrent, and the
+calibration, done first, came out 19-28 % slower than the measurement that
+followed at the same concurrencies (predictions -27 % and -25 %). Alternating them puts calibration and measurement in the same
+stretch of time; the data stay disjoint (other concurrencies, other
+requests).
 
-Two targets, fixed before any measurement: A (ITL-bound) and B (TTFT-bound).
+Two targets, fixed before any measurement: A (TTFT p95 2 s) and B (TTFT p95 5 s).
 Goal: prediction within ±20 % of the measurement, for both targets and for
 1 and 2 replicas. Prints a table; without --no-docs it replaces the block
 between the capacity-cpu markers of docs/capacity.md and writes
@@ -66,6 +72,31 @@ def gen_config_args(model: Path, replicas: int, out: Path) -> list:
             "--yes", "--force", "-o", out]
 
 
+def pooled(paths: list[Path]) -> dict:
+    """Sweeps of the same steps run one after another, as one sweep: each
+    step's requests and seconds pooled (llmctl.loadgen.BenchResult.pooled,
+    what ``bench --repeat`` does within one run); the first sweep's
+    settings, timelines and provenance."""
+    from llmctl.loadgen import BenchResult, RequestResult
+
+    sweeps = [json.loads(Path(p).read_text()) for p in paths]
+    out = sweeps[0]
+    for step in out["steps"]:
+        holds = []
+        for sw in sweeps:
+            st = next(s for s in sw["steps"] if s["value"] == step["value"])
+            res = BenchResult(None, [RequestResult(q["ok"], q["latency"], q["ttft"], [], q["output_tokens"], q["prompt_tokens"],
+                                                   start=q["start"]) for q in st["requests"]], st["summary"]["seconds"])
+            res.busy_cores = st["summary"].get("busy_cores")
+            holds.append(res)
+        res = BenchResult.pooled(holds)
+        step.update(summary=res.summary(), requests=res.requests_json(), passes=len(holds))
+        step.pop("goodput", None), step.pop("slo_met", None)  # per round; max_rate_within reads the pooled summary
+    out.pop("max_rate_within_slo", None)
+    out["pooled_from"] = [str(p) for p in paths]
+    return out
+
+
 def _run(cmd: list, env: dict, timeout: float = 1800) -> subprocess.CompletedProcess:
     p = subprocess.run([str(c) for c in cmd], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
                        timeout=timeout, cwd=REPO)
@@ -75,7 +106,7 @@ def _run(cmd: list, env: dict, timeout: float = 1800) -> subprocess.CompletedPro
 
 
 def run(work: Path, env: dict, *, replicas=(1, 2), calib=CALIB, measure=MEASURE, calib_s: float = 20,
-        measure_s: float = 30, repeat: int = 2, prompt_words: int = 64, osl: int = 128, targets=TARGETS,
+        measure_s: float = 30, rounds: int = 2, prompt_words: int = 64, osl: int = 128, targets=TARGETS,
         model: Optional[Path] = None, keep_cluster: bool = False, log=print) -> dict:
     """The whole experiment; returns {"rows": [...], "files": {...}}. ``env``
     holds LLMCTL_HOME: an existing local head there is used (a test's), else
@@ -103,16 +134,22 @@ def run(work: Path, env: dict, *, replicas=(1, 2), calib=CALIB, measure=MEASURE,
             log(f"{r} replica(s) up in {time.monotonic() - t0:.0f}s")
             _run(llmctl + ["bench", APP, "--requests", 4 * r, "--concurrency", 2 * r, "--prompt-tokens",
                            prompt_words, "--max-tokens", osl, "--json"], env)  # warm-up
-            cf = work / f"calib_{r}.json"
-            _run(llmctl + ["bench", APP, "--sweep", ",".join(str(c * r) for c in calib), "--duration", calib_s, "--repeat", repeat,
-                           "--prompt-tokens", prompt_words, "--max-tokens", osl, "-o", cf], env)
+            # calibration and measurement alternate, `rounds` times, and each is pooled over its rounds:
+            # both sample the same stretch of time, so a drift of the shared host reaches both alike
+            shown, texts = [], []
+            for k in range(1, rounds + 1):
+                _run(llmctl + ["bench", APP, "--sweep", ",".join(str(c * r) for c in calib), "--duration", calib_s,
+                               "--prompt-tokens", prompt_words, "--max-tokens", osl, "-o", work / f"calib_{r}.{k}.json"], env)
+                shown = ["bench", APP, "--sweep", ",".join(str(c * r) for c in measure), "--duration", measure_s,
+                         "--prompt-tokens", prompt_words, "--max-tokens", osl, "--slo", targets["A"], "-o", f"measure_{r}.{k}.json",
+                         "--report", f"report_{r}.{k}"]
+                out = _run(llmctl + shown[:-3] + [work / f"measure_{r}.{k}.json", "--report", work / f"report_{r}.{k}"], env)
+                texts.append("$ llmctl " + " ".join(map(str, shown)) + "\n" + out.stdout)
+            cf, mf = work / f"calib_{r}.json", work / f"measure_{r}.json"
+            cf.write_text(json.dumps(pooled([work / f"calib_{r}.{k}.json" for k in range(1, rounds + 1)])))
+            mf.write_text(json.dumps(pooled([work / f"measure_{r}.{k}.json" for k in range(1, rounds + 1)])))
             calib_files.append(cf)
-            mf = work / f"measure_{r}.json"
-            shown = ["bench", APP, "--sweep", ",".join(str(c * r) for c in measure), "--duration", measure_s, "--repeat", repeat,
-                     "--prompt-tokens", prompt_words, "--max-tokens", osl, "--slo", targets["A"], "-o", mf.name,
-                     "--report", f"report_{r}"]
-            out = _run(llmctl + shown[:-3] + [mf, "--report", work / f"report_{r}"], env)
-            (work / f"measure_{r}.txt").write_text("$ llmctl " + " ".join(map(str, shown)) + "\n" + out.stdout)
+            (work / f"measure_{r}.txt").write_text("\n".join(texts))
             files[f"calib_{r}"], files[f"measure_{r}"] = str(cf), str(mf)
             meas = load_sweeps([mf])[0]
             isl = round(sum(s["summary"]["prompt_tokens_mean"] or 0 for s in meas["steps"]) / len(meas["steps"]))
@@ -137,7 +174,7 @@ def run(work: Path, env: dict, *, replicas=(1, 2), calib=CALIB, measure=MEASURE,
             else:
                 subprocess.run(llmctl + ["down", "--cluster"], env=env, capture_output=True, cwd=REPO)
     return {"rows": rows, "files": files, "targets": targets, "calib": list(calib), "measure": list(measure),
-            "calib_s": calib_s, "measure_s": measure_s, "repeat": repeat, "prompt_words": prompt_words, "osl": osl}
+            "calib_s": calib_s, "measure_s": measure_s, "rounds": rounds, "prompt_words": prompt_words, "osl": osl}
 
 
 def markdown(result: dict) -> str:
@@ -159,7 +196,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="llmctl-capacity-"))
     env = dict(os.environ, LLMCTL_HOME=str(work / "home"), HF_HUB_OFFLINE="1", RAY_AUTH_MODE="disabled",
                PYTHONPATH=str(REPO))
-    kw = dict(replicas=(1,), calib=(1, 4), measure=(1, 2, 4), calib_s=4, measure_s=4, repeat=1) if args.short else {}
+    kw = dict(replicas=(1,), calib=(1, 4), measure=(1, 2, 4), calib_s=4, measure_s=4, rounds=1) if args.short else {}
     result = run(work, env, **kw)
     result["date"] = time.strftime("%Y-%m-%d")
     md = markdown(result)

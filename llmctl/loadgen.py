@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
+import secrets
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -82,6 +84,7 @@ class BenchSettings:
     stream: bool
     rate: Optional[float] = None  # open loop: Poisson arrivals at this many requests/s (concurrency caps the in-flight)
     seed: int = 0
+    salt: str = field(default_factory=lambda: secrets.token_hex(4))  # the run's prompts: new every run
 
 
 def percentiles(values: list[float], ps: tuple[int, ...] = (50, 90, 99)) -> dict[str, Optional[float]]:
@@ -187,14 +190,25 @@ class BenchResult:
                  "output_tokens": r.output_tokens, "prompt_tokens": r.prompt_tokens} for r in self.results]
 
 
-def prompt_of(n: int, seed: int) -> str:
-    """About ``n`` tokens of plain words (the server's usage gives the real count)."""
-    return " ".join(WORDS[(seed + i) % len(WORDS)] for i in range(max(1, n)))
+def prompt_of(n: int, seed: int, salt: str = "") -> str:
+    """About ``n`` tokens of plain words (the server's usage gives the real
+    count), drawn at random for (``salt``, ``seed``): each request of a run
+    its own prompt, so vLLM's prefix cache does not serve one prompt's
+    blocks to the next (a cycle of the same few prompts measured cache hits,
+    not prefills, wherever the engine caches prefixes)."""
+    vocab = list(dict.fromkeys(WORDS))
+    rng = random.Random(f"{salt}:{seed}")
+    words = [rng.choice(vocab) for _ in range(max(1, n))]
+    k = seed  # the first (up to) 5 words spell the seed in base len(vocab): a run's prompts differ even when short
+    for i in range(min(5, len(words))):
+        words[i], k = vocab[k % len(vocab)], k // len(vocab)
+    return " ".join(words)
 
 
 async def _one(client: httpx.AsyncClient, s: BenchSettings, seed: int) -> RequestResult:
     body: dict[str, Any] = {
-        "model": s.model, "messages": [{"role": "user", "content": prompt_of(s.prompt_tokens, seed)}],
+        # the request's number and its hold's (a sweep's step and pass): a prompt of its own across the sweep
+        "model": s.model, "messages": [{"role": "user", "content": prompt_of(s.prompt_tokens, seed * 1000 + s.seed % 1000, s.salt)}],
         "max_tokens": s.max_tokens, "ignore_eos": True, "stream": s.stream,
     }
     if s.stream:
@@ -270,13 +284,11 @@ async def _run(s: BenchSettings, stop: threading.Event, sample: Optional[Callabl
             nonlocal sent
             while more():
                 sent += 1
-                await one(sent + w)
+                await one(sent)  # one seed per request of the run
 
         async def arrivals() -> None:
             """Open loop: Poisson arrivals at s.rate; at most s.concurrency in flight (the rest wait)."""
             nonlocal sent
-            import random
-
             rng = random.Random(s.seed)
             gate = asyncio.Semaphore(s.concurrency)
             tasks = []

@@ -39,3 +39,13 @@ def test_bench_bad_flags(capsys):
     ]:
         r = run_cli(capsys, "bench", *args)
         assert r.code == 2 and r.err.strip() == line, r.err
+
+
+def test_prompts_are_distinct_within_a_run_and_across_runs():
+    from llmctl.loadgen import prompt_of
+
+    run = [prompt_of(6, k, "run-a") for k in range(1, 3000)]
+    assert len(set(run)) == len(run) and all(len(p.split()) == 6 for p in run)  # the number, spelled
+    # another run's prompt of the same number: the same first words, then its own (no shared 16-token block)
+    a, b = prompt_of(64, 7, "run-a").split(), prompt_of(64, 7, "run-b").split()
+    assert a[:5] == b[:5] and a[5:16] != b[5:16]

@@ -18,6 +18,9 @@ from llmctl.loadgen import bench, sweep
 from llmctl.perf.slo import parse_slo, parse_sweep
 
 
+PROMPTS: list[str] = []  # every prompt the stand-in received
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -34,6 +37,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        PROMPTS.append(req["messages"][0]["content"])
         n = int(req.get("max_tokens") or 4)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -110,8 +114,10 @@ def test_cli_sweep_writes_profile_and_report(endpoint, tmp_path, capsys):
 
 
 def test_repeat_pools_each_steps_holds(endpoint, tmp_path, capsys):
-    """--repeat 2: the sweep runs twice; each step is one row pooling both holds."""
+    """--repeat 2: the sweep runs twice; each step is one row pooling both holds.
+    Every request of the sweep has a prompt of its own (no prefix-cache hits between them)."""
     once = sweep(steps=parse_sweep("1,2"), duration=1.0, url=endpoint, max_tokens=4, prompt_tokens=4)
+    seen = len(PROMPTS)
     data = sweep(steps=parse_sweep("1,2"), duration=1.0, url=endpoint, max_tokens=4, prompt_tokens=4, repeat=2)
     assert data["settings"]["repeat"] == 2 and [s["value"] for s in data["steps"]] == [1, 2]
     for s, s1 in zip(data["steps"], once["steps"]):
@@ -119,6 +125,9 @@ def test_repeat_pools_each_steps_holds(endpoint, tmp_path, capsys):
         assert s["passes"] == 2 and len(s["requests"]) == m["requests"] and m["failed"] == 0
         assert m["seconds"] >= 2.0 > s1["summary"]["seconds"]  # two holds of 1 s, against one
         assert m["req_per_s"] == pytest.approx(m["done"] / m["seconds"], rel=1e-3)  # seconds: rounded to ms
+    prompts = PROMPTS[seen:]
+    assert len(prompts) == sum(s["summary"]["requests"] for s in data["steps"])
+    assert len(set(prompts)) == len(prompts) and {len(p.split()) for p in prompts} == {4}
     # the second pass comes after every step of the first: step 2 started before the first pass ended
     assert data["steps"][1]["t0"] < data["steps"][0]["summary"]["seconds"] + data["steps"][1]["summary"]["seconds"]
     prof = tmp_path / "b.json"

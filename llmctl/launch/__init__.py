@@ -10,7 +10,7 @@ never print.
 
 Modules: :mod:`.cluster` (the local Ray head llmctl owns), :mod:`.address`
 (which cluster a command talks to), :mod:`.serve_api` (Serve's REST API),
-:mod:`.deploy` (prepare, compose, up), :mod:`.watch` (unschedulable
+:mod:`.prepare` (the serve file loaded, tokens filled or kept), :mod:`.deploy` (compose, up), :mod:`.watch` (unschedulable
 replicas), :mod:`.reasons` (why a deployment failed), :mod:`.operate`
 (status, down), :mod:`.logs`.
 
@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 _NAMES = {
-    **{n: "deploy" for n in ("Prepared", "compose", "connect", "iter_up", "prepare", "up")},
+    **{n: "deploy" for n in ("compose", "connect", "iter_up", "up")},
+    **{n: "prepare" for n in ("Prepared", "prepare")},
     "check_models": "watch",
     **{n: "events" for n in ("PlanReady", "Progress", "Step", "UpEvent", "UpResult")},
     **{n: "operate" for n in ("DownResult", "StatusReport", "down", "iter_down", "status")},

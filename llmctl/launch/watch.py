@@ -183,7 +183,7 @@ class ResourceWatcher:
 
 def wait_running(client: ServeClient, target: "Target", prepared, stale: dict, *, t0: float,
                  t_deploy: float, timeout: float) -> Generator[Progress, None, list[AppSummary]]:
-    """Poll the apps of ``prepared`` (a :class:`llmctl.launch.deploy.Prepared`) until all are RUNNING, yielding a
+    """Poll the apps of ``prepared`` (a :class:`llmctl.launch.prepare.Prepared`) until all are RUNNING, yielding a
     Progress per poll; returns their summaries. ``stale``: apps being
     replaced ({name: last_deployed_time_s before the PUT}), hidden until the
     controller has their new config. Raises DeployFailed (with the reason and
