@@ -1,6 +1,6 @@
 """Calibrate on this machine's CPU engine, predict, measure (issue 24's "done when").
 
-    flock /tmp/llmctl-heavy.lock .venv/bin/python bench/capacity.py            # ~27 min, writes docs/capacity.md's table
+    flock /tmp/llmctl-heavy.lock .venv/bin/python bench/capacity.py            # ~22 min, writes docs/capacity.md's table
     .venv/bin/python bench/capacity.py --short --no-docs                      # a few minutes: the structure only
 
 For each replica count (1, then 2), on a private Ray head with the tiny model
@@ -8,9 +8,9 @@ on vLLM's CPU build (gen-config --gpu cpu --min-replicas R --max-replicas R,
 nothing edited by hand), two rounds, each of:
 
 1. calibration: ``llmctl bench --sweep`` over concurrencies (R × 1,2,4,8,16,
-   20 s each), written with ``-o``;
+   20 s each, ``--warmup 5``), written with ``-o``;
 2. measurement: ``llmctl bench --sweep`` over a finer, different set of
-   concurrencies (R × 1,2,3,4,6,8,12,16, 30 s each) with ``--slo``;
+   concurrencies (R × 1,2,3,4,6,8,12,16, 20 s each, ``--warmup 5``) with ``--slo``;
 
 then each is pooled over its rounds (``pooled``: per step, the requests and
 seconds of both rounds), and
@@ -28,6 +28,13 @@ calibration, done first, came out 19-28 % slower than the measurement that
 followed at the same concurrencies (predictions -27 % and -25 %). Alternating them puts calibration and measurement in the same
 stretch of time; the data stay disjoint (other concurrencies, other
 requests).
+
+Equal steps with a warm-up (since 2026-11-26, after run 5): run 5 held
+calibration steps for 20 s and measurement steps for 30 s, and its
+calibration came out 14-30 % faster at 4 to 16 concurrent; a step's first
+5 s, when all its clients start at once, ran 19-53 % faster than the rest.
+From run 6 both hold 20 s steps and leave out each step's first 5 s
+(``bench --warmup 5``).
 
 Two targets, fixed before any measurement: A (TTFT p95 2 s) and B (TTFT p95 5 s).
 Goal: prediction within ±20 % of the measurement, for both targets and for
@@ -106,7 +113,7 @@ def _run(cmd: list, env: dict, timeout: float = 1800) -> subprocess.CompletedPro
 
 
 def run(work: Path, env: dict, *, replicas=(1, 2), calib=CALIB, measure=MEASURE, calib_s: float = 20,
-        measure_s: float = 30, rounds: int = 2, prompt_words: int = 64, osl: int = 128, targets=TARGETS,
+        measure_s: float = 20, warmup_s: float = 5, rounds: int = 2, prompt_words: int = 64, osl: int = 128, targets=TARGETS,
         model: Optional[Path] = None, keep_cluster: bool = False, log=print) -> dict:
     """The whole experiment; returns {"rows": [...], "files": {...}}. ``env``
     holds LLMCTL_HOME: an existing local head there is used (a test's), else
@@ -138,9 +145,9 @@ def run(work: Path, env: dict, *, replicas=(1, 2), calib=CALIB, measure=MEASURE,
             # both sample the same stretch of time, so a drift of the shared host reaches both alike
             shown, texts = [], []
             for k in range(1, rounds + 1):
-                _run(llmctl + ["bench", APP, "--sweep", ",".join(str(c * r) for c in calib), "--duration", calib_s,
+                _run(llmctl + ["bench", APP, "--sweep", ",".join(str(c * r) for c in calib), "--duration", calib_s, "--warmup", warmup_s,
                                "--prompt-tokens", prompt_words, "--max-tokens", osl, "-o", work / f"calib_{r}.{k}.json"], env)
-                shown = ["bench", APP, "--sweep", ",".join(str(c * r) for c in measure), "--duration", measure_s,
+                shown = ["bench", APP, "--sweep", ",".join(str(c * r) for c in measure), "--duration", measure_s, "--warmup", warmup_s,
                          "--prompt-tokens", prompt_words, "--max-tokens", osl, "--slo", targets["A"], "-o", f"measure_{r}.{k}.json",
                          "--report", f"report_{r}.{k}"]
                 out = _run(llmctl + shown[:-3] + [work / f"measure_{r}.{k}.json", "--report", work / f"report_{r}.{k}"], env)
@@ -174,7 +181,7 @@ def run(work: Path, env: dict, *, replicas=(1, 2), calib=CALIB, measure=MEASURE,
             else:
                 subprocess.run(llmctl + ["down", "--cluster"], env=env, capture_output=True, cwd=REPO)
     return {"rows": rows, "files": files, "targets": targets, "calib": list(calib), "measure": list(measure),
-            "calib_s": calib_s, "measure_s": measure_s, "rounds": rounds, "prompt_words": prompt_words, "osl": osl}
+            "calib_s": calib_s, "measure_s": measure_s, "warmup_s": warmup_s, "rounds": rounds, "prompt_words": prompt_words, "osl": osl}
 
 
 def markdown(result: dict) -> str:
@@ -196,7 +203,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="llmctl-capacity-"))
     env = dict(os.environ, LLMCTL_HOME=str(work / "home"), HF_HUB_OFFLINE="1", RAY_AUTH_MODE="disabled",
                PYTHONPATH=str(REPO))
-    kw = dict(replicas=(1,), calib=(1, 4), measure=(1, 2, 4), calib_s=4, measure_s=4, rounds=1) if args.short else {}
+    kw = dict(replicas=(1,), calib=(1, 4), measure=(1, 2, 4), calib_s=4, measure_s=4, warmup_s=1, rounds=1) if args.short else {}
     result = run(work, env, **kw)
     result["date"] = time.strftime("%Y-%m-%d")
     md = markdown(result)

@@ -41,7 +41,7 @@ _API = {
     "down": ("llmctl.launch.operate", "down"),
     "iter_down": ("llmctl.launch.operate", "iter_down"),
     "bench": ("llmctl.loadgen", "bench"),
-    "sweep": ("llmctl.loadgen", "sweep"),
+    "sweep": ("llmctl.loadsweep", "sweep"),
     "capacity": ("llmctl.planner", "capacity"),
 }
 
@@ -49,7 +49,8 @@ __all__ = ["__version__", *_API]
 
 if TYPE_CHECKING:  # pragma: no cover
     from llmctl.genconfig import generate  # noqa: F401
-    from llmctl.loadgen import bench, sweep  # noqa: F401
+    from llmctl.loadgen import bench  # noqa: F401
+    from llmctl.loadsweep import sweep  # noqa: F401
     from llmctl.planner import capacity  # noqa: F401
     from llmctl.launch.deploy import iter_up, up  # noqa: F401
     from llmctl.launch.operate import down, iter_down, status  # noqa: F401

@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional
 import httpx
 
 from llmctl.errors import UsageError, param
-from llmctl.launch.endpoint import dashboard_headers, endpoint_headers, resolve_endpoint
+from llmctl.launch.endpoint import endpoint_headers, resolve_endpoint
 
 WORDS = ("ray serve runs large language models behind an openai compatible endpoint the replicas scale "
          "with the load and the router balances traffic across them").split()
@@ -171,6 +171,14 @@ class BenchResult:
         busy = [(p.busy_cores, p.seconds) for p in parts if p.busy_cores is not None]
         if busy:
             out.busy_cores = sum(b * t for b, t in busy) / max(sum(t for _, t in busy), 1e-9)
+        return out
+
+    def steady(self, warmup: float, until: float) -> "BenchResult":
+        """The requests started in [``warmup``, ``until``) seconds, over that
+        window: a closed loop's first requests all start at once and run
+        faster than the steady state that follows (``bench --warmup``)."""
+        out = BenchResult(self.settings, [r for r in self.results if warmup <= r.start < until],
+                          max(until - warmup, 1e-9), self.timeline, self.interrupted, self.inflight, self.busy_cores)
         return out
 
     def replica_timeline(self) -> dict[str, list[dict[str, Any]]]:
@@ -420,93 +428,3 @@ def bench(
     sample = replica_sampler(dashboard, app_name) if dashboard and app_name else None
     cpu = _cpu_probe(dashboard)
     return asyncio.run(_run(settings, stop or threading.Event(), sample, on_progress, interval, cpu, headers))
-
-
-def sweep(
-    app: Optional[str] = None,
-    *,
-    steps: "Any",
-    duration: float,
-    slo: "Any" = None,
-    model: Optional[str] = None,
-    url: Optional[str] = None,
-    address: Optional[str] = None,
-    prompt_tokens: int = 128,
-    max_tokens: int = 128,
-    max_concurrency: int = 256,
-    stop: Optional[threading.Event] = None,
-    on_step: Optional[Callable[[int, BenchResult], None]] = None,
-    on_progress: Optional[Callable[[BenchResult], None]] = None,
-    interval: float = 2.0,
-    api_key_env: Optional[str] = None,
-    repeat: int = 1,
-) -> dict[str, Any]:
-    """``bench --sweep``: each step of ``steps`` (llmctl.perf.slo.Sweep:
-    concurrencies or request rates) held for ``duration`` seconds, one after
-    another; per step the summary, each request, goodput under ``slo`` and the
-    busy CPU cores; the replica and in-flight timelines of the whole run; the
-    Serve config and versions as provenance. The dict is what ``plan
-    --profile`` reads and what the report is made of (llmctl.perf.report).
-
-    ``repeat`` > 1 runs the whole sweep that many times and pools each step's
-    holds (``bench --repeat``): a step's figures then come from requests
-    spread over the run, so a slow drift of the host (other work, a busy
-    neighbour) weighs on every step alike instead of on the steps it hit."""
-    from llmctl.perf.sweep import goodput, max_rate_within, provenance
-
-    if duration is None or duration <= 0:
-        raise UsageError(f"{param('duration')}: must be a positive number of seconds (got {duration})", param="duration")
-    for name, v in (("prompt_tokens", prompt_tokens), ("max_tokens", max_tokens), ("repeat", repeat)):
-        if v is None or v < 1:
-            raise UsageError(f"{param(name)}: must be a positive integer (got {v})", param=name)
-    headers = endpoint_headers(app, url, address, api_key_env)
-    base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address, headers)
-    sample = replica_sampler(dashboard, app_name) if dashboard and app_name else None
-    cpu = _cpu_probe(dashboard)
-    stop = stop or threading.Event()
-    out_steps: list[dict[str, Any]] = []
-    timeline: dict[str, list[dict[str, Any]]] = {}
-    inflight: list[list[float]] = []
-    offset = 0.0
-    started = time.time()
-    held: dict[int, list[BenchResult]] = {}
-    t0: dict[int, float] = {}
-    for pas in range(repeat):
-        for i, v in enumerate(steps.values):
-            if stop.is_set():
-                break
-            conc = int(v) if steps.mode == "concurrency" else max_concurrency
-            st = BenchSettings(base, chosen, conc, None, duration, prompt_tokens, max_tokens, True,
-                               float(v) if steps.mode == "rate" else None, i + pas * len(steps.values))
-            res = asyncio.run(_run(st, stop, sample, on_progress, interval, cpu, headers))
-            held.setdefault(i, []).append(res)
-            t0.setdefault(i, offset)
-            for dep, pts in res.replica_timeline().items():
-                timeline.setdefault(dep, []).extend({**p, "t": round(p["t"] + offset, 2)} for p in pts)
-            inflight.extend([round(x.t + offset, 2), x.inflight] for x in res.inflight)
-            offset += res.seconds
-            if on_step is not None:
-                on_step(i, res)
-    for i, parts in sorted(held.items()):
-        v, res = steps.values[i], BenchResult.pooled(parts)
-        summ = res.summary()
-        step = {"index": i, "mode": steps.mode, "value": v, "concurrency": res.settings.concurrency if steps.mode == "concurrency" else None,
-                "rate": float(v) if steps.mode == "rate" else None, "t0": round(t0[i], 2), "passes": len(parts),
-                "summary": summ, "requests": res.requests_json()}
-        if slo is not None:
-            step["goodput"] = goodput(res.requests_json(), slo, res.seconds)
-            step["slo_met"] = slo.met(summ)
-        out_steps.append(step)
-    result: dict[str, Any] = {
-        "kind": "llmctl-bench-sweep", "version": 1,
-        "settings": {"url": base, "model": chosen, "app": app_name, "mode": steps.mode, "values": list(steps.values),
-                     "duration_s": duration, "repeat": repeat, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens,
-                     "max_concurrency": max_concurrency},
-        "started": started, "ended": time.time(), "interrupted": stop.is_set(),
-        "slo": slo.to_json() if slo is not None else None,
-        "steps": out_steps, "replicas": timeline, "inflight": inflight,
-        "provenance": provenance(dashboard, app_name, dashboard_headers(dashboard)),
-    }
-    if slo is not None:
-        result["max_rate_within_slo"] = max_rate_within(out_steps, slo)
-    return result

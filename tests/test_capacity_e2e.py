@@ -125,7 +125,7 @@ def test_short_capacity_bench(cap_app, ray_head, tiny_model, cluster_home, tmp_p
 
     before = _replica_ids(cluster_home)
     env = dict(os.environ, LLMCTL_HOME=str(ray_head.home), PYTHONPATH=str(ROOT))
-    result = capacity.run(tmp_path / "work", env, replicas=(1,), calib=(1, 3), measure=(1, 2, 4), calib_s=4, measure_s=4, rounds=1,
+    result = capacity.run(tmp_path / "work", env, replicas=(1,), calib=(1, 3), measure=(1, 2, 4), calib_s=4, measure_s=4, warmup_s=1, rounds=1,
                           prompt_words=16, osl=16, model=tiny_model, keep_cluster=True, log=lambda *_: None)
     assert _replica_ids(cluster_home) == before  # the same replica served the whole run
     rows = result["rows"]

@@ -17,7 +17,7 @@ from llmctl.errors import UsageError, param, render
 
 PKG = Path(llmctl.__file__).resolve().parent
 # the core modules whose messages must not spell a flag (commands in backticks, `llmctl down --cluster`, are fine)
-CORE = sorted([*PKG.glob("launch/*.py"), PKG / "genconfig.py", PKG / "planner.py", PKG / "spec.py", PKG / "loadgen.py",
+CORE = sorted([*PKG.glob("launch/*.py"), PKG / "genconfig.py", PKG / "planner.py", PKG / "spec.py", PKG / "loadgen.py", PKG / "loadsweep.py",
                PKG / "render.py"])
 FLAG = re.compile(r"(?<![\w`-])--[a-z][a-z-]+")
 

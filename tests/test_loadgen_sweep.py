@@ -14,7 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from helpers import run_cli
-from llmctl.loadgen import bench, sweep
+from llmctl.loadgen import bench
+from llmctl.loadsweep import sweep
 from llmctl.perf.slo import parse_slo, parse_sweep
 
 
@@ -138,3 +139,22 @@ def test_repeat_pools_each_steps_holds(endpoint, tmp_path, capsys):
     for bad in (["--sweep", "1", "--duration", "1", "--repeat", "0"], ["--requests", "2", "--repeat", "2"]):
         r = run_cli(capsys, "bench", "--url", endpoint, *bad)
         assert r.code == 2 and "--repeat" in r.err and "Traceback" not in r.err
+
+
+def test_warmup_leaves_out_each_steps_first_seconds(endpoint, capsys):
+    """--warmup 1 on 2 s holds: a step counts the requests started in its last second, over that second."""
+    data = sweep(steps=parse_sweep("1,3"), duration=2.0, url=endpoint, max_tokens=4, prompt_tokens=4, warmup=1.0, repeat=2)
+    assert data["settings"]["warmup_s"] == 1.0
+    for s in data["steps"]:
+        m = s["summary"]
+        assert m["seconds"] == pytest.approx(2.0)  # two holds, one second of each counted
+        assert m["done"] > 0 and all(1.0 <= q["start"] < 2.0 for q in s["requests"])
+        assert m["req_per_s"] == pytest.approx(m["done"] / 2.0, rel=1e-3)
+    assert data["steps"][1]["t0"] >= 2.0  # the holds themselves ran whole (step 1 after one 2 s hold of step 0)
+    r = run_cli(capsys, "bench", "--url", endpoint, "--sweep", "1", "--duration", "1.5", "--warmup", "0.5")
+    assert r.code == 0, r.err
+    assert "the first 0.5 s left out" in r.out
+    for bad in (["--sweep", "1", "--duration", "1", "--warmup", "1"], ["--sweep", "1", "--duration", "1", "--warmup", "-1"],
+                ["--requests", "2", "--warmup", "1"]):
+        r = run_cli(capsys, "bench", "--url", endpoint, *bad)
+        assert r.code == 2 and "--warmup" in r.err and "Traceback" not in r.err, r.err

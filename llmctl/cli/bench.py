@@ -86,6 +86,7 @@ def bench_cmd(
     sweep: Annotated[Optional[str], typer.Option("--sweep", metavar="STEPS", help="Steps held one after another for --duration each: concurrencies (1,2,4,8) or rates (rate=0.5,1,2). Records per step throughput, TTFT/ITL/latency percentiles, goodput under --slo.")] = None,
     slo: Annotated[Optional[str], typer.Option("--slo", metavar="TARGETS", help="Latency targets, e.g. ttft_p95=500ms,itl_p95=40ms (itl: each request's mean time per output token). With --sweep: goodput per step and the highest rate within them.")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Write the run as JSON (a sweep: what `llmctl plan --profile` reads).")] = None,
+    warmup: Annotated[float, typer.Option("--warmup", metavar="SECONDS", help="With --sweep: leave out of each step the requests started in its first SECONDS (its clients all start at once, and those seconds run faster than the steady state).")] = 0.0,
     repeat: Annotated[int, typer.Option("--repeat", metavar="N", help="With --sweep: run the whole sweep N times and pool each step's requests (a slow drift of the host weighs on every step alike).")] = 1,
     report: Annotated[Optional[Path], typer.Option("--report", metavar="DIR", help="Write DIR/index.html (self-contained), PNG plots and DIR/benchmark_report.json (llm-d benchmark report v0.2).")] = None,
 ) -> None:
@@ -99,9 +100,11 @@ def bench_cmd(
         slo_obj = parse_slo(slo)
     if repeat != 1 and not sweep:
         raise UsageError("--repeat: repeats a sweep; add --sweep STEPS (e.g. --sweep 1,2,4,8 --duration 30 --repeat 2)")
+    if warmup and not sweep:
+        raise UsageError("--warmup: applies to the steps of a sweep; add --sweep STEPS (e.g. --sweep 1,2,4,8 --duration 30 --warmup 5)")
     if sweep:
         _sweep_cmd(app_name, model, sweep, duration, slo_obj, prompt_tokens, max_tokens, concurrency, url, address,
-                   json_out, output, report, api_key_env, repeat)
+                   json_out, output, report, api_key_env, repeat, warmup)
         return
     if rate is not None and rate <= 0:
         raise UsageError(f"--rate: must be a positive number of requests per second (got {rate:g})")
@@ -150,7 +153,7 @@ def bench_cmd(
         from llmctl.perf.sweep import provenance
 
         single = _as_sweep(data, res)
-        from llmctl.loadgen import dashboard_headers
+        from llmctl.launch.endpoint import dashboard_headers
 
         dashboard, app = _dashboard_app(app_name, url, address)
         single["provenance"] = provenance(dashboard, app, dashboard_headers(dashboard))
@@ -184,7 +187,7 @@ def _dashboard_app(app_name, url, address):
     if url:
         return None, None
     try:
-        from llmctl.loadgen import resolve_endpoint
+        from llmctl.launch.endpoint import resolve_endpoint
 
         _, _, dashboard, app = resolve_endpoint(app_name, None, None, address)
         return dashboard, app
@@ -214,10 +217,10 @@ def _step_line(i: int, res) -> str:
 
 
 def _sweep_cmd(app_name, model, sweep_text, duration, slo_obj, prompt_tokens, max_tokens, concurrency, url, address,
-               json_out, output, report, api_key_env=None, repeat=1) -> None:
+               json_out, output, report, api_key_env=None, repeat=1, warmup=0.0) -> None:
     from rich.table import Table
 
-    from llmctl.loadgen import sweep
+    from llmctl.loadsweep import sweep
     from llmctl.perf.slo import parse_sweep
 
     steps = parse_sweep(sweep_text)
@@ -238,7 +241,7 @@ def _sweep_cmd(app_name, model, sweep_text, duration, slo_obj, prompt_tokens, ma
         data = sweep(app_name, steps=steps, duration=duration, slo=slo_obj, model=model, url=url, address=address,
                      prompt_tokens=prompt_tokens, max_tokens=max_tokens, max_concurrency=max(concurrency, 1),
                      stop=stop, on_step=None if json_out else on_step,
-                     api_key_env=api_key_env, repeat=repeat)
+                     api_key_env=api_key_env, repeat=repeat, warmup=warmup)
     finally:
         signal.signal(signal.SIGINT, previous)
     if output is not None:
@@ -252,7 +255,8 @@ def _sweep_cmd(app_name, model, sweep_text, duration, slo_obj, prompt_tokens, ma
         print_json(data)
         return
     s = data["settings"]
-    held = f"{s['duration_s']:g} s each" + (f", {s['repeat']} times (pooled)" if s.get("repeat", 1) > 1 else "")
+    held = (f"{s['duration_s']:g} s each" + (f" (the first {s['warmup_s']:g} s left out)" if s.get("warmup_s") else "")
+            + (f", {s['repeat']} times (pooled)" if s.get("repeat", 1) > 1 else ""))
     t = Table(title=f"{s['model']} at {s['url']}: sweep of {s['mode']}, {held}, "
                     f"{s['prompt_tokens']} prompt / {s['max_tokens']} output tokens", title_justify="left")
     cols = ["step", "req/s", "tok/s", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95", "latency p95", "failed"]
