@@ -177,9 +177,8 @@ class BenchResult:
         """The requests started in [``warmup``, ``until``) seconds, over that
         window: a closed loop's first requests all start at once and run
         faster than the steady state that follows (``bench --warmup``)."""
-        out = BenchResult(self.settings, [r for r in self.results if warmup <= r.start < until],
-                          max(until - warmup, 1e-9), self.timeline, self.interrupted, self.inflight, self.busy_cores)
-        return out
+        return BenchResult(self.settings, [r for r in self.results if warmup <= r.start < until],
+                           max(until - warmup, 1e-9), self.timeline, self.interrupted, self.inflight, self.busy_cores)
 
     def replica_timeline(self) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = {}
@@ -257,9 +256,12 @@ async def _one(client: httpx.AsyncClient, s: BenchSettings, seed: int) -> Reques
         return RequestResult(False, time.perf_counter() - t0, error=type(e).__name__)
 
 
-async def _run(s: BenchSettings, stop: threading.Event, sample: Optional[Callable[[], list[ReplicaSample]]],
+async def run_hold(s: BenchSettings, stop: threading.Event, sample: Optional[Callable[[], list[ReplicaSample]]],
                on_progress: Optional[Callable[["BenchResult"], None]], interval: float,
                cpu_seconds: Optional[Callable[[], float]] = None, headers: Optional[dict] = None) -> BenchResult:
+    """One hold of load (a run of ``bench``, a step of a sweep): until ``s``'s
+    requests are sent or its duration has passed, then until those in flight
+    finish."""
     res = BenchResult(s, [], 0.0)
     sent = 0
     inflight = 0
@@ -364,7 +366,7 @@ async def _run(s: BenchSettings, stop: threading.Event, sample: Optional[Callabl
     return res
 
 
-def _cpu_probe(dashboard: Optional[str]):
+def cpu_probe(dashboard: Optional[str]):
     """Busy-core accounting when the app runs on the local head llmctl started (llmctl.launch.metrics)."""
     from llmctl.launch.metrics import local_cpu_seconds
 
@@ -426,5 +428,5 @@ def bench(
     base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address, headers)
     settings = BenchSettings(base, chosen, concurrency, requests, duration, prompt_tokens, max_tokens, stream, rate, seed)
     sample = replica_sampler(dashboard, app_name) if dashboard and app_name else None
-    cpu = _cpu_probe(dashboard)
-    return asyncio.run(_run(settings, stop or threading.Event(), sample, on_progress, interval, cpu, headers))
+    cpu = cpu_probe(dashboard)
+    return asyncio.run(run_hold(settings, stop or threading.Event(), sample, on_progress, interval, cpu, headers))

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 
 from llmctl.errors import UsageError, param
 from llmctl.launch.endpoint import dashboard_headers, endpoint_headers, resolve_endpoint
-from llmctl.loadgen import BenchResult, BenchSettings, _cpu_probe, _run, replica_sampler
+from llmctl.loadgen import BenchResult, BenchSettings, cpu_probe, replica_sampler, run_hold
 
 
 def sweep(
@@ -65,7 +65,7 @@ def sweep(
     headers = endpoint_headers(app, url, address, api_key_env)
     base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address, headers)
     sample = replica_sampler(dashboard, app_name) if dashboard and app_name else None
-    cpu = _cpu_probe(dashboard)
+    cpu = cpu_probe(dashboard)
     stop = stop or threading.Event()
     out_steps: list[dict[str, Any]] = []
     timeline: dict[str, list[dict[str, Any]]] = {}
@@ -81,8 +81,8 @@ def sweep(
             conc = int(v) if steps.mode == "concurrency" else max_concurrency
             st = BenchSettings(base, chosen, conc, None, duration, prompt_tokens, max_tokens, True,
                                float(v) if steps.mode == "rate" else None, i + pas * len(steps.values))
-            res = asyncio.run(_run(st, stop, sample, on_progress, interval, cpu, headers))
-            held.setdefault(i, []).append(res.steady(warmup, duration) if warmup else res)
+            res = asyncio.run(run_hold(st, stop, sample, on_progress, interval, cpu, headers))
+            held.setdefault(i, []).append(res.steady(warmup, min(duration, res.seconds)) if warmup else res)
             t0.setdefault(i, offset)
             for dep, pts in res.replica_timeline().items():
                 timeline.setdefault(dep, []).extend({**p, "t": round(p["t"] + offset, 2)} for p in pts)
