@@ -34,6 +34,7 @@ from llmctl.launch.endpoint import endpoint_headers, resolve_endpoint
 
 WORDS = ("ray serve runs large language models behind an openai compatible endpoint the replicas scale "
          "with the load and the router balances traffic across them").split()
+_VOCAB = list(dict.fromkeys(WORDS))  # each word once: prompt_of draws from it and spells numbers in its base
 
 
 @dataclass
@@ -203,7 +204,7 @@ def prompt_of(n: int, seed: int, salt: str = "") -> str:
     its own prompt, so vLLM's prefix cache does not serve one prompt's
     blocks to the next (a cycle of the same few prompts measured cache hits,
     not prefills, wherever the engine caches prefixes)."""
-    vocab = list(dict.fromkeys(WORDS))
+    vocab = _VOCAB
     rng = random.Random(f"{salt}:{seed}")
     words = [rng.choice(vocab) for _ in range(max(1, n))]
     k = seed  # the first (up to) 5 words spell the seed in base len(vocab): a run's prompts differ even when short
@@ -212,10 +213,15 @@ def prompt_of(n: int, seed: int, salt: str = "") -> str:
     return " ".join(words)
 
 
+def _pair(a: int, b: int) -> int:
+    """Cantor's pairing: one number per (a, b), for any two naturals."""
+    return (a + b) * (a + b + 1) // 2 + b
+
+
 async def _one(client: httpx.AsyncClient, s: BenchSettings, seed: int) -> RequestResult:
     body: dict[str, Any] = {
-        # the request's number and its hold's (a sweep's step and pass): a prompt of its own across the sweep
-        "model": s.model, "messages": [{"role": "user", "content": prompt_of(s.prompt_tokens, seed * 1000 + s.seed % 1000, s.salt)}],
+        # the request's number and its hold's (a sweep's step and pass), paired: a prompt of its own across a sweep
+        "model": s.model, "messages": [{"role": "user", "content": prompt_of(s.prompt_tokens, _pair(seed, s.seed), s.salt)}],
         "max_tokens": s.max_tokens, "ignore_eos": True, "stream": s.stream,
     }
     if s.stream:

@@ -92,12 +92,12 @@ def sweep(
                 on_step(i, res)
     for i, parts in sorted(held.items()):
         v, res = steps.values[i], BenchResult.pooled(parts)
-        summ = res.summary()
+        summ, requests = res.summary(), res.requests_json()
         step = {"index": i, "mode": steps.mode, "value": v, "concurrency": res.settings.concurrency if steps.mode == "concurrency" else None,
                 "rate": float(v) if steps.mode == "rate" else None, "t0": round(t0[i], 2), "passes": len(parts),
-                "summary": summ, "requests": res.requests_json()}
+                "summary": summ, "requests": requests}
         if slo is not None:
-            step["goodput"] = goodput(res.requests_json(), slo, res.seconds)
+            step["goodput"] = goodput(requests, slo, res.seconds)
             step["slo_met"] = slo.met(summ)
         out_steps.append(step)
     result: dict[str, Any] = {

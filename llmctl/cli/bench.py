@@ -226,8 +226,6 @@ def _sweep_cmd(app_name, model, sweep_text, duration, slo_obj, prompt_tokens, ma
     steps = parse_sweep(sweep_text)
     if duration is None:
         raise UsageError("--duration: a sweep holds each step for --duration seconds; pass it (e.g. --duration 30)")
-    if repeat < 1:
-        raise UsageError(f"--repeat: must be 1 or more (got {repeat})")
     holds: dict[int, int] = {}
 
     def on_step(i: int, res) -> None:
