@@ -133,6 +133,9 @@ def test_short_capacity_bench(cap_app, ray_head, tiny_model, cluster_home, tmp_p
     for r in rows:
         assert r["predicted_req_per_s"] >= 0 and r["bound"]
         assert (r["error"] is None) == (not r["measured_req_per_s"])
+        (alone,), (pred_alone,) = r["measured_per_round"], r["predicted_per_round"]  # one round: the pooled run is that round
+        assert (alone or 0) == pytest.approx(r["measured_req_per_s"] or 0, rel=0.02)
+        assert pred_alone == pytest.approx(r["predicted_req_per_s"], rel=0.02)
     assert Path(result["files"]["calib_1"]).exists() and Path(result["files"]["measure_1"]).exists()
     assert (tmp_path / "work" / "report_1.1" / "index.html").exists()
     assert "| replicas | target |" in capacity.markdown(result)

@@ -80,3 +80,25 @@ def test_explain_prints_a_code_and_refuses_an_unknown_one(capsys):
     assert r.code == 0 and r.out.startswith("never-scales (warning)\n") and "target_ongoing_requests" in r.out
     r = run_cli(capsys, "validate", "--explain", "never-scale")
     assert r.code == 2 and r.err.startswith("error: --explain: unknown diagnostic code 'never-scale'")
+
+
+def test_capacity_tables_are_the_runs_on_file():
+    """docs/capacity.md's latest-run table and its round-by-round table are
+    bench/capacity.py's rendering of the runs kept in bench/results/."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("capacity_bench", REPO / "bench" / "capacity.py")
+    capacity = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(capacity)
+    runs = [json.loads(p.read_text()) for p in capacity.result_files()]
+    assert [r["run"] for r in runs] == sorted({r["run"] for r in runs})  # numbered, oldest first, latest last
+    doc = (REPO / "docs" / "capacity.md").read_text(encoding="utf-8")
+
+    def block(name: str) -> str:
+        return doc.split(f"<!-- {name}:begin -->\n", 1)[1].split(f"\n<!-- {name}:end -->", 1)[0]
+
+    assert block("capacity-cpu").endswith(capacity.markdown(runs[-1]))
+    assert block("capacity-retest") == capacity.retest_markdown(runs)
+    kept = [r for run in runs for r in run["rows"] if "measured_per_round" in r]
+    assert kept and all(len(r["measured_per_round"]) == len(r["predicted_per_round"]) == 2 for r in kept)

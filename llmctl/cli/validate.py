@@ -119,11 +119,11 @@ def _inlined(data: dict, working_dir: Optional[Path]) -> dict:
     from llmctl.validate.files import config_file_path
 
     wd = (working_dir or Path.cwd()).resolve()
-    for app in data.get("applications") or []:
-        for slot, entry in list(builders.app_llm_configs(app)) if isinstance(app, dict) else []:
+    for one in data.get("applications") or []:
+        for slot, entry in list(builders.app_llm_configs(one)) if isinstance(one, dict) else []:
             if isinstance(entry, str):
                 try:
-                    builders.set_in(app, slot, yaml.safe_load(config_file_path(entry, wd).read_text(encoding="utf-8")))
+                    builders.set_in(one, slot, yaml.safe_load(config_file_path(entry, wd).read_text(encoding="utf-8")))
                 except (OSError, ValueError, yaml.YAMLError):
                     pass
     return data
