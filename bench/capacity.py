@@ -49,8 +49,9 @@ minutes; on a host that ran at about half run 6's speed, 2 replicas at 2
 concurrent were already over target A's 2 s, so that row had no
 measurement. R × 1 is back (about 45 minutes). The model's rules did not
 change. Every row now also reports each round's measurement alone
-(``measured_per_round``): how far apart two measurements of the same
-thing came, minutes apart.
+(``measured_per_round``) and the prediction from each calibration round
+alone (``predicted_per_round``): how far apart two measurements of the
+same thing came, minutes apart (docs/capacity.md's round-by-round table).
 
 Two targets, fixed before any measurement: A (TTFT p95 2 s) and B (TTFT p95 5 s).
 Goal: prediction within ±20 % of the measurement, for both targets and for

@@ -253,3 +253,25 @@ def test_num_gpus_in_ray_actor_options(capsys, tmp_path):
     r = run_cli(capsys, "validate", f)
     assert r.code == 2
     assert "so one node must hold 9 GPUs for it, more than a node of 8 GPUs has" in r.err, r.err
+
+
+@pytest.mark.parametrize("deployment, warned", [
+    ({"autoscaling_config": {"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 2}}, "autoscaling_config.max_replicas"),
+    ({"num_replicas": 3}, "num_replicas"),
+    ({"autoscaling_config": {"min_replicas": 1, "max_replicas": 1}}, None),
+    ({"num_replicas": 1}, None),
+])
+def test_cpu_replicas_sharing_a_node_are_a_warning(capsys, tmp_path, deployment, warned):
+    """Several CPU-only replicas: a warning at the field that allows them (never for one replica, never for GPUs)."""
+    cpu = {k: v for k, v in MODEL.items() if k not in ("accelerator_type", "deployment_config")}
+    f = _write(tmp_path / "cpu.yaml", {**cpu, "placement_group_config": {"bundles": [{"CPU": 2}]}, "deployment_config": deployment})
+    r = run_cli(capsys, "validate", f)
+    assert r.code == 0, r.err
+    hits = [ln for ln in _lines(r) if "CPU-only replicas" in ln]
+    if warned is None:
+        assert not hits, r.err
+    else:
+        (hit,) = hits
+        assert f"deployment_config.{warned}: warning:" in hit and "Ray counts 2 CPU per replica" in hit, hit
+    gpu = _write(tmp_path / "gpu.yaml", _model(deployment_config=deployment))  # L4: each replica has its own GPU
+    assert "CPU-only replicas" not in run_cli(capsys, "validate", gpu).err

@@ -61,6 +61,8 @@ def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path, local_node: bool
         check_deployment_config(data.get("deployment_config", {}), sink, hint=_scaling_hint(model_id, gpu, cpu_only, plan, mml, ekd))
     with sink.guard("replica placement", ("deployment_config",)):
         _check_actor_resources(data, gpu, sink)
+        if cpu_only:
+            _check_cpu_replicas(data, bundles, sink)
     with sink.guard("LoRA", ("lora_config",)):
         _check_lora(data, ek, model_id, sink)
     with sink.guard("classes", ()):
@@ -314,6 +316,28 @@ def _check_actor_resources(data: dict, gpu, sink: _Sink) -> None:
     if found:
         severity, message = found
         sink.add(("deployment_config", "ray_actor_options", "num_gpus"), message, severity, code="actor-bundle")
+
+
+def _check_cpu_replicas(data: dict, bundles, sink: _Sink) -> None:
+    """CPU replicas share a node's cores: vLLM's CPU engine binds each to the
+    same ones and keeps its scheduler polling (docs/capacity.md: 2 replicas
+    on a 2-core node served 0.4-0.5x the requests/s of one, runs 5-7)."""
+    dc = data.get("deployment_config")
+    if not isinstance(dc, dict):
+        return
+    asc = dc.get("autoscaling_config")
+    loc, most = ("deployment_config", "num_replicas"), dc.get("num_replicas")
+    if isinstance(asc, dict):
+        loc, most = ("deployment_config", "autoscaling_config", "max_replicas"), asc.get("max_replicas")
+    if not isinstance(most, int) or isinstance(most, bool) or most < 2:
+        return
+    cpus = sum(b.get("CPU", 0) for b in bundles if isinstance(b, dict) and isinstance(b.get("CPU", 0), (int, float))) \
+        if isinstance(bundles, list) else 0
+    sink.add(loc, f"{most} CPU-only replicas: vLLM's CPU engine binds every replica's threads to the same cores of a node "
+                  f"(VLLM_CPU_OMP_THREADS_BIND=auto) and polls a core for its scheduler, while Ray counts {cpus:g} CPU per "
+                  "replica, so replicas on one node share its cores (2 on a 2-core node served 0.4-0.5x the requests/s of 1); "
+                  "keep one replica per CPU node: max_replicas at most the CPU nodes, bundles sized to a node's cores",
+             code="cpu-replicas")
 
 
 def _check_classes(data: dict, sink: _Sink, local_node: bool) -> None:
