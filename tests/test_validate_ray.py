@@ -260,6 +260,8 @@ def test_num_gpus_in_ray_actor_options(capsys, tmp_path):
     ({"num_replicas": 3}, "num_replicas"),
     ({"autoscaling_config": {"min_replicas": 1, "max_replicas": 1}}, None),
     ({"num_replicas": 1}, None),
+    ({"num_replicas": "auto"}, "num_replicas"),  # Serve's default autoscaling: up to 100
+    ({"num_replicas": "auto", "autoscaling_config": {"max_replicas": 1}}, None),
 ])
 def test_cpu_replicas_sharing_a_node_are_a_warning(capsys, tmp_path, deployment, warned):
     """Several CPU-only replicas: a warning at the field that allows them (never for one replica, never for GPUs)."""

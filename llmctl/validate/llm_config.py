@@ -326,16 +326,18 @@ def _check_cpu_replicas(data: dict, bundles, sink: _Sink) -> None:
     if not isinstance(dc, dict):
         return
     asc = dc.get("autoscaling_config")
-    loc, most = ("deployment_config", "num_replicas"), dc.get("num_replicas")
-    if isinstance(asc, dict):
-        loc, most = ("deployment_config", "autoscaling_config", "max_replicas"), asc.get("max_replicas")
+    auto = dc.get("num_replicas") == "auto"  # Serve's default autoscaling: max_replicas 100 unless given
+    loc, most = ("deployment_config", "num_replicas"), 100 if auto else dc.get("num_replicas")
+    if isinstance(asc, dict) and ("max_replicas" in asc or not auto):
+        loc, most = ("deployment_config", "autoscaling_config", "max_replicas"), asc.get("max_replicas", 1)
     if not isinstance(most, int) or isinstance(most, bool) or most < 2:
         return
     cpus = sum(b.get("CPU", 0) for b in bundles if isinstance(b, dict) and isinstance(b.get("CPU", 0), (int, float))) \
         if isinstance(bundles, list) else 0
-    sink.add(loc, f"{most} CPU-only replicas: vLLM's CPU engine binds every replica's threads to the same cores of a node "
-                  f"(VLLM_CPU_OMP_THREADS_BIND=auto) and polls a core for its scheduler, while Ray counts {cpus:g} CPU per "
-                  "replica, so replicas on one node share its cores (2 on a 2-core node served 0.4-0.5x the requests/s of 1); "
+    counted = f"{cpus:g} CPU per replica" if cpus else "only the placement bundles' CPUs"
+    sink.add(loc, f"up to {most} CPU-only replicas: vLLM's CPU engine binds every replica's threads to the same cores of a node "
+                  f"(VLLM_CPU_OMP_THREADS_BIND=auto) and polls a core for its scheduler, while Ray counts {counted}, "
+                  "so replicas on one node share its cores (2 on a 2-core node served 0.4-0.5x the requests/s of 1); "
                   "keep one replica per CPU node: max_replicas at most the CPU nodes, bundles sized to a node's cores",
              code="cpu-replicas")
 
