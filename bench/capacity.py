@@ -219,10 +219,16 @@ def markdown(result: dict) -> str:
     for r in result["rows"]:
         m = f"{r['measured_req_per_s']:.2f}" if r["measured_req_per_s"] else "-"
         e = f"{r['error']:+.1%}" if r["error"] is not None else "-"
-        each = " / ".join(f"{v:.2f}" if v else "-" for v in r.get("measured_per_round") or []) or "-"
+        each = _per_round(r.get("measured_per_round") or []) or "-"
         lines.append(f"| {r['replicas']} | {r['target']} `{r['slo']}` | {r['predicted_req_per_s']:.2f} | {m} | {each} | {e} | "
                      f"{r['bound']} | {'yes' if r['within_goal'] else 'no'} |")
     return "\n".join(lines)
+
+
+def _per_round(vals: list) -> str:
+    """Each round's figure: "-" where a round had no step within the target
+    (None); 0.00 where the model calls it unreachable."""
+    return " / ".join("-" if x is None else f"{x:.2f}" for x in vals)
 
 
 def retest_markdown(results: list[dict]) -> str:
@@ -233,9 +239,6 @@ def retest_markdown(results: list[dict]) -> str:
         v = [x for x in vals if x]
         return f"{max(v) / min(v) - 1:.0%}" if len(v) == len(vals) and len(v) > 1 else "-"  # "-": a round had none
 
-    def each(vals) -> str:
-        return " / ".join("-" if x is None else f"{x:.2f}" for x in vals)  # None: no step within; 0: the model says unreachable
-
     lines = ["| run | replicas | target | measured, round 1 / round 2 (req/s) | apart | predicted from calibration round 1 / 2 | apart |",
              "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
     for res in results:
@@ -243,7 +246,7 @@ def retest_markdown(results: list[dict]) -> str:
             if "measured_per_round" not in r or "predicted_per_round" not in r:
                 continue
             m, p = r["measured_per_round"], r["predicted_per_round"]
-            lines.append(f"| {res.get('run', '?')} | {r['replicas']} | {r['target']} | {each(m)} | {apart(m)} | {each(p)} | {apart(p)} |")
+            lines.append(f"| {res.get('run', '?')} | {r['replicas']} | {r['target']} | {_per_round(m)} | {apart(m)} | {_per_round(p)} | {apart(p)} |")
     return "\n".join(lines)
 
 

@@ -274,6 +274,7 @@ def test_cpu_replicas_sharing_a_node_are_a_warning(capsys, tmp_path, deployment,
         assert not hits, r.err
     else:
         (hit,) = hits
-        assert f"deployment_config.{warned}: warning:" in hit and "Ray counts 2 CPU per replica" in hit, hit
+        # the bundle's 2 CPUs and the replica actor's 1 (Ray Serve LLM merges them into the first bundle)
+        assert f"deployment_config.{warned}: warning:" in hit and "Ray reserves 3 CPU per replica" in hit, hit
     gpu = _write(tmp_path / "gpu.yaml", _model(deployment_config=deployment))  # L4: each replica has its own GPU
     assert "CPU-only replicas" not in run_cli(capsys, "validate", gpu).err

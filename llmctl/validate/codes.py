@@ -74,8 +74,8 @@ CODES: dict[str, Code] = {c.code: c for c in [
        _MODEL.format("accelerator_type: H1000")),
     _c("cpu-bundles", "error", "placement_group_config bundles that cannot hold the engine's workers.", "Give one bundle per TP x PP worker."),
     _c("cpu-replicas", "warning", "More than one CPU-only replica: vLLM's CPU engine binds every replica's threads to the same "
-       "cores of a node (VLLM_CPU_OMP_THREADS_BIND=auto) and its scheduler process polls a core of its own, while Ray counts "
-       "only the bundle's CPUs; replicas on one node share those cores (measured: 2 on one 2-core node served 0.4-0.5x the "
+       "cores of a node (VLLM_CPU_OMP_THREADS_BIND=auto) and its scheduler process polls a core of its own, while Ray reserves "
+       "only the CPUs of the replica's bundles (the replica actor's included); replicas on one node share those cores (measured: 2 on one 2-core node served 0.4-0.5x the "
        "requests/s of 1).", "One replica per CPU node: max_replicas at most the CPU nodes, bundles sized to a node's cores.",
        _MODEL.format("placement_group_config: {bundles: [{CPU: 1}]}\n"
                      "deployment_config: {autoscaling_config: {min_replicas: 1, max_replicas: 2, target_ongoing_requests: 2}}")),

@@ -62,7 +62,7 @@ def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path, local_node: bool
     with sink.guard("replica placement", ("deployment_config",)):
         _check_actor_resources(data, gpu, sink)
         if cpu_only:
-            _check_cpu_replicas(data, bundles, sink)
+            _check_cpu_replicas(data, sink)
     with sink.guard("LoRA", ("lora_config",)):
         _check_lora(data, ek, model_id, sink)
     with sink.guard("classes", ()):
@@ -318,10 +318,12 @@ def _check_actor_resources(data: dict, gpu, sink: _Sink) -> None:
         sink.add(("deployment_config", "ray_actor_options", "num_gpus"), message, severity, code="actor-bundle")
 
 
-def _check_cpu_replicas(data: dict, bundles, sink: _Sink) -> None:
+def _check_cpu_replicas(data: dict, sink: _Sink) -> None:
     """CPU replicas share a node's cores: vLLM's CPU engine binds each to the
     same ones and keeps its scheduler polling (docs/capacity.md: 2 replicas
     on a 2-core node served 0.4-0.5x the requests/s of one, runs 5-7)."""
+    from llmctl.placement import replica_bundles
+
     dc = data.get("deployment_config")
     if not isinstance(dc, dict):
         return
@@ -332,12 +334,10 @@ def _check_cpu_replicas(data: dict, bundles, sink: _Sink) -> None:
         loc, most = ("deployment_config", "autoscaling_config", "max_replicas"), asc.get("max_replicas", 1)
     if not isinstance(most, int) or isinstance(most, bool) or most < 2:
         return
-    cpus = sum(b.get("CPU", 0) for b in bundles if isinstance(b, dict) and isinstance(b.get("CPU", 0), (int, float))) \
-        if isinstance(bundles, list) else 0
-    counted = f"{cpus:g} CPU per replica" if cpus else "only the placement bundles' CPUs"
+    cpus = sum(b.get("CPU", 0.0) for b in replica_bundles(data)[0])  # the engine's bundles and the replica actor's CPU
     sink.add(loc, f"up to {most} CPU-only replicas: vLLM's CPU engine binds every replica's threads to the same cores of a node "
-                  f"(VLLM_CPU_OMP_THREADS_BIND=auto) and polls a core for its scheduler, while Ray counts {counted}, "
-                  "so replicas on one node share its cores (2 on a 2-core node served 0.4-0.5x the requests/s of 1); "
+                  f"(VLLM_CPU_OMP_THREADS_BIND=auto) and polls a core for its scheduler, while Ray reserves {cpus:g} CPU per "
+                  "replica, so replicas on one node share its cores (2 on a 2-core node served 0.4-0.5x the requests/s of 1); "
                   "keep one replica per CPU node: max_replicas at most the CPU nodes, bundles sized to a node's cores",
              code="cpu-replicas")
 
