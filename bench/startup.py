@@ -5,6 +5,11 @@ most a third of `serve --help`'s time, measured in the same run on the same
 machine. Runs are interleaved so that machine noise hits all commands alike;
 the median of N runs is compared.
 
+A second table (``validate_times``) times `llmctl validate` of a valid corpus
+config through the console script, which imports Ray's LLMConfig without torch
+and transformers (llmctl.light_imports), against the same command through
+``main()`` with both loaded, as in-process callers have it. Informational.
+
     .venv/bin/python bench/startup.py [-n 15]
 """
 
@@ -59,7 +64,32 @@ def main() -> int:
         if name.startswith("llmctl"):
             ok = ok and ratio <= 1 / 3 and not heavy
     print(f"target: each llmctl command <= 0.33 of serve --help and no ray/vllm import: {'met' if ok else 'NOT met'}")
+    validate_times(n)
     return 0 if ok else 1
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "validate_corpus"
+
+
+def validate_times(n: int) -> None:
+    import yaml
+
+    case = next(c for c in yaml.safe_load((CORPUS / "corpus.yaml").read_text())["cases"] if c["verdict"] == "valid")
+    cwd, file = CORPUS / case["name"] / case["cwd"], case["file"]
+    cmds = {
+        "llmctl validate (console script)": [str(BIN / "llmctl"), "validate", file],
+        "main(['validate']) with torch": [sys.executable, "-c", f"import sys; from llmctl.cli import main; sys.exit(main(['validate', {file!r}]))"],
+    }
+    times: dict[str, list[float]] = {k: [] for k in cmds}
+    for _ in range(n):
+        for name, cmd in cmds.items():
+            t0 = time.perf_counter()
+            subprocess.run(cmd, cwd=cwd, capture_output=True, check=True)
+            times[name].append(time.perf_counter() - t0)
+    ref = statistics.median(times["main(['validate']) with torch"])
+    print(f"\n{'validate ' + case['name']:34} {'median s':>9} {'ratio':>7}")
+    for name, ts in times.items():
+        print(f"{name:34} {statistics.median(ts):9.2f} {statistics.median(ts) / ref:7.2f}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 import sys
 
-from llmctl.cli import main
+from llmctl.cli import run
 
-sys.exit(main())
+sys.exit(run())

@@ -30,6 +30,16 @@ from llmctl.cli import lora as _lora  # noqa: E402,F401
 from llmctl.cli import history as _history, diff as _diff  # noqa: E402,F401
 
 
+def run() -> int:
+    """The console script (``llmctl``, ``python -m llmctl``): :func:`main` in a
+    process that imports Ray's LLMConfig schema without torch and transformers
+    (llmctl.light_imports; in-process callers of ``main`` load Ray as before)."""
+    from llmctl import light_imports
+
+    light_imports.enable()
+    return main()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: one handler maps errors to exit codes."""
     argv = _global_options_first(list(sys.argv[1:] if argv is None else argv))
@@ -110,7 +120,3 @@ def _click_exceptions() -> tuple:
     from typer._click.exceptions import ClickException
 
     return (ClickException,)
-
-
-def run() -> None:  # pragma: no cover - console script
-    sys.exit(main())

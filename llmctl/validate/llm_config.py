@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from llmctl.errors import ModelNotFound
+from llmctl.light_imports import without_model_libraries
 from llmctl.sources import is_cloud_uri, looks_local_path, path_probe
 from llmctl.validate.deployment import ScalingHint, check_deployment_config, clean_msg, is_int
 from llmctl.validate.documents import _Sink
@@ -373,7 +374,8 @@ def _ray_llm_config(data: dict, sink: _Sink) -> None:
     # Without torch / transformers (no cpu extra) Ray logs "Could not import torch" on
     # stderr while importing LLMConfig, which needs neither to validate.
     logging.getLogger("ray.llm._internal.common.utils.import_utils").setLevel(logging.ERROR)
-    from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+    with without_model_libraries():  # the command line validates without them (llmctl.light_imports)
+        from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 
     data = copy.deepcopy(data)
     if isinstance(data.get("server_cls"), str):
