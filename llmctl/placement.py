@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from llmctl.builders import app_llm_configs, is_llm_app
+from llmctl.scalars import lax_int
 
 ACC_PREFIX = "accelerator_type:"
 EPS = 1e-6
@@ -121,14 +122,41 @@ class Demand:
     max_replicas: int
 
 
-def replica_counts(dc: dict) -> tuple[int, int]:
-    asc = (dc or {}).get("autoscaling_config")
-    if isinstance(asc, dict):
-        mn = int(asc.get("min_replicas", 1))
-        return mn, max(mn, int(asc.get("max_replicas", 1)))
-    nr = (dc or {}).get("num_replicas", 1)
-    n = int(nr) if isinstance(nr, int) else 1
-    return n, n
+# Serve's bounds for ``num_replicas: auto`` (``AutoscalingConfig.default()``,
+# ray/serve/config.py; ray/serve/_private/config.py handle_num_replicas_auto).
+AUTO_MIN_REPLICAS, AUTO_MAX_REPLICAS = 1, 100
+
+
+def replica_counts(dc: Any) -> tuple[int, int]:
+    """The fewest and most replicas Serve runs for a ``deployment_config`` (an
+    LLM deployment's or the ingress's), as Ray Serve LLM 2.60 hands it to Serve:
+
+    - ``num_replicas: auto``: ``AutoscalingConfig.default()`` (1 to 100) with
+      the config's own ``autoscaling_config`` fields over it;
+    - an ``autoscaling_config`` without ``num_replicas``: its bounds, each 1
+      when not given (Serve's field defaults; Ray Serve LLM merges only
+      ``target_ongoing_requests`` into it, ``server/builder.py``);
+    - else ``num_replicas`` (1 when not given) for both.
+
+    A count Serve would refuse to read counts as its default: this sizes and
+    warns; validate's own checks report the bad value."""
+    dc = dc if isinstance(dc, dict) else {}
+    asc = dc.get("autoscaling_config")
+    asc = asc if isinstance(asc, dict) else None
+    if dc.get("num_replicas") == "auto":
+        lo, hi = AUTO_MIN_REPLICAS, AUTO_MAX_REPLICAS
+    elif asc is not None:
+        lo, hi = 1, 1
+    else:
+        n = _count(dc.get("num_replicas"), 1)
+        return n, n
+    mn = _count((asc or {}).get("min_replicas"), lo)
+    return mn, max(mn, _count((asc or {}).get("max_replicas"), hi))
+
+
+def _count(v: Any, default: int) -> int:
+    n = lax_int(v)
+    return n if n is not None and n >= 0 else default
 
 
 def demands(config: dict) -> list[Demand]:

@@ -575,3 +575,17 @@ def test_a_model_file_no_volume_holds_is_an_error(base, tmp_path):
     rs, _ = _with_model_file(base, {"configMap": {"name": "llm-models"}}, mount_path="/opt/other")
     errs = [d for d in validate_text(tmp_path / "rs.yaml", _manifest_text(rs)) if d.is_error]
     assert [d.code for d in errs] == ["k8s-file-path"] and "/home/ray/models/m.yaml" in errs[0].message
+
+
+def test_num_replicas_auto_sizes_the_group_for_serves_default():
+    """num_replicas: auto is Serve's default autoscaling, 1 to 100 replicas
+    (llmctl.placement.replica_counts); the worker group must reach them."""
+    from llmctl.placement import AUTO_MAX_REPLICAS
+
+    serve = {"applications": [{"name": "a", "import_path": "ray.serve.llm:build_openai_app", "args": {"llm_configs": [
+        {"model_loading_config": {"model_id": "m", "model_source": "org/m"}, "accelerator_type": "L4",
+         "engine_kwargs": {"tensor_parallel_size": 2}, "deployment_config": {"num_replicas": "auto"}}]}}]}
+    rs = M.build(serve, "serve.yaml", M.KubeOptions(gpus_per_node=["4"])).data
+    (g,) = rs["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    assert g["maxReplicas"] == math.ceil(AUTO_MAX_REPLICAS * 2 / 4) and g["minReplicas"] == 1
+    assert rs["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] is True

@@ -262,6 +262,7 @@ def test_num_gpus_in_ray_actor_options(capsys, tmp_path):
     ({"num_replicas": 1}, None),
     ({"num_replicas": "auto"}, "num_replicas"),  # Serve's default autoscaling: up to 100
     ({"num_replicas": "auto", "autoscaling_config": {"max_replicas": 1}}, None),
+    ({"num_replicas": "auto", "autoscaling_config": {"min_replicas": 0}}, "num_replicas"),  # still up to 100
 ])
 def test_cpu_replicas_sharing_a_node_are_a_warning(capsys, tmp_path, deployment, warned):
     """Several CPU-only replicas: a warning at the field that allows them (never for one replica, never for GPUs)."""

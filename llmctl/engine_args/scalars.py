@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from llmctl.engine_args.kinds import choices_text as _choices_text
 from llmctl.engine_args.kinds import expected_text as _expected
+from llmctl.scalars import is_int as _is_int
 
 def _show(v: Any) -> str:
     if isinstance(v, str):
@@ -102,7 +103,7 @@ def _parse_scalar(kind: str, text: str, choices: Optional[tuple], ignore_case: b
         hit = _match_choice(text, ch, ignore_case)
         if hit is _MISSING and t != text:
             hit = _match_choice(t, ch, ignore_case)
-        if hit is _MISSING and any(isinstance(c, int) and not isinstance(c, bool) for c in ch):
+        if hit is _MISSING and any(_is_int(c) for c in ch):
             try:
                 hit = _match_choice(int(t), ch, False)
             except ValueError:
@@ -120,10 +121,6 @@ def _parse_scalar(kind: str, text: str, choices: Optional[tuple], ignore_case: b
                 raise ValueError(f"expected JSON, got {_show(text)}") from None
         return text
     raise ValueError(f"cannot parse a value of kind {kind}")
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _check_scalar(kind: str, v: Any, choices: Optional[tuple], ignore_case: bool) -> Optional[str]:

@@ -32,6 +32,7 @@ from typing import Any, Optional
 from llmctl.arch import ModelArch
 from llmctl.hardware import CPU_DEFAULT_MAX_MODEL_LEN, GPUType
 from llmctl.placement import MAX_WORKERS, workers_problem
+from llmctl.scalars import is_int
 from llmctl.sizing.replica import Plan, plan
 from llmctl.sizing.params import tp_problem as model_tp_problem
 from llmctl.sizing.params import valid_tp_sizes as model_tp_sizes
@@ -273,7 +274,7 @@ def sizing_options(engine_kwargs: dict[str, Any]) -> dict[str, Any]:
     out["kv_cache_dtype"] = kv if kv in KV_CACHE_DTYPE_CHOICES else ("fp8" if "fp8" in kv else "auto")
     for key in ("max_num_seqs", "max_num_batched_tokens"):
         v = engine_kwargs.get(key)
-        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+        if is_int(v) and v > 0:
             out[key] = v
     for flag in ("enforce_eager", "enable_expert_parallel", "language_model_only"):
         if engine_kwargs.get(flag) is True:

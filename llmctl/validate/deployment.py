@@ -7,13 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from llmctl.scalars import is_int  # noqa: F401  (re-exported: the checks import it from here)
 from llmctl.spec import replicas_problem
 from llmctl.validate.documents import _Sink
 from llmctl.validate.reference import _autoscaling_model, _deployment_option_names, _suggest
-
-
-def is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 # Ray Serve LLM's own defaults merged under a user's deployment_config (and the

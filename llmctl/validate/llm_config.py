@@ -323,18 +323,22 @@ def _check_cpu_replicas(data: dict, sink: _Sink) -> None:
     """CPU replicas share a node's cores: vLLM's CPU engine binds each to the
     same ones and keeps its scheduler polling (docs/capacity.md: 2 replicas
     on a 2-core node served 0.4-0.5x the requests/s of one, runs 5-7)."""
-    from llmctl.placement import replica_bundles
+    from llmctl.placement import replica_bundles, replica_counts
 
     dc = data.get("deployment_config")
     if not isinstance(dc, dict):
         return
-    asc = dc.get("autoscaling_config")
-    auto = dc.get("num_replicas") == "auto"  # Serve's default autoscaling: max_replicas 100 unless given
-    loc, most = ("deployment_config", "num_replicas"), 100 if auto else dc.get("num_replicas")
-    if isinstance(asc, dict) and ("max_replicas" in asc or not auto):
-        loc, most = ("deployment_config", "autoscaling_config", "max_replicas"), asc.get("max_replicas", 1)
-    if not isinstance(most, int) or isinstance(most, bool) or most < 2:
+    most = replica_counts(dc)[1]  # num_replicas: auto is Serve's default autoscaling, up to 100
+    if most < 2:
         return
+    asc = dc.get("autoscaling_config")
+    # the field that allows them
+    if isinstance(asc, dict) and "max_replicas" in asc:
+        loc = ("deployment_config", "autoscaling_config", "max_replicas")
+    elif "num_replicas" in dc:
+        loc = ("deployment_config", "num_replicas")
+    else:
+        loc = ("deployment_config", "autoscaling_config")
     cpus = sum(b.get("CPU", 0.0) for b in replica_bundles(data)[0])  # the engine's bundles and the replica actor's CPU
     sink.add(loc, f"up to {most} CPU-only replicas: vLLM's CPU engine binds every replica's threads to the same cores of a node "
                   f"(VLLM_CPU_OMP_THREADS_BIND=auto) and polls a core for its scheduler, while Ray reserves {cpus:g} CPU per "

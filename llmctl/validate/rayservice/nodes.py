@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from llmctl.placement import ACC_PREFIX
+from llmctl.scalars import is_int
 
 GKE_LABEL = "cloud.google.com/gke-accelerator"
 GFD_LABEL = "nvidia.com/gpu.product"
@@ -169,7 +170,7 @@ class Group:
 
 
 def _int(v: Any, default: int) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else default
+    return v if is_int(v) else default
 
 
 def read_group(g: dict, index: int, autoscaling: bool) -> Group:
