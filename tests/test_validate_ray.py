@@ -279,3 +279,34 @@ def test_cpu_replicas_sharing_a_node_are_a_warning(capsys, tmp_path, deployment,
         assert f"deployment_config.{warned}: warning:" in hit and "Ray reserves 3 CPU per replica" in hit, hit
     gpu = _write(tmp_path / "gpu.yaml", _model(deployment_config=deployment))  # L4: each replica has its own GPU
     assert "CPU-only replicas" not in run_cli(capsys, "validate", gpu).err
+
+
+@pytest.mark.parametrize("deployment, missing", [
+    ({"num_replicas": "auto"}, ["max_replicas", "target_ongoing_requests"]),
+    ({"num_replicas": "auto", "autoscaling_config": {"max_replicas": 3}}, ["target_ongoing_requests"]),
+    ({"num_replicas": "auto", "autoscaling_config": {"target_ongoing_requests": 16}}, ["max_replicas"]),
+    ({"num_replicas": "auto", "autoscaling_config": {"max_replicas": 3, "target_ongoing_requests": 16}}, []),
+    ({"autoscaling_config": {"min_replicas": 1, "max_replicas": 3, "target_ongoing_requests": 16}}, []),
+    ({"num_replicas": 2}, []),
+])
+def test_num_replicas_auto_left_to_serves_defaults_is_a_warning(capsys, tmp_path, deployment, missing):
+    """auto is Serve's AutoscalingConfig.default(): up to 100 replicas, a new one above 2 requests in flight.
+    The figures in the message are Serve's and the config's own: compared here with Serve's DeploymentConfig."""
+    from test_replica_counts import serve_counts
+    from ray.serve.config import AutoscalingConfig
+
+    f = _write(tmp_path / "m.yaml", _model(engine_kwargs__tensor_parallel_size=2, deployment_config=deployment))
+    r = run_cli(capsys, "validate", f)
+    assert r.code == 0, r.err
+    hits = [ln for ln in _lines(r) if "auto is Serve's default autoscaling" in ln]
+    assert not [ln for ln in _lines(r) if "never scales" in ln], r.err  # auto's target is Serve's 2, not Ray Serve LLM's 1e9
+    if not missing:
+        assert not hits, r.err
+        return
+    (hit,) = hits
+    assert "deployment_config.num_replicas: warning:" in hit
+    assert hit.split("; set autoscaling_config's ")[1].startswith(" and ".join(missing))
+    most = serve_counts(deployment)[1]
+    assert (f"up to {most} replicas ({most * 2} GPUs)" in hit) == ("max_replicas" in missing), hit  # TP 2: 2 GPUs each
+    target = AutoscalingConfig.default().target_ongoing_requests
+    assert (f"more than {target:g} requests in flight" in hit) == ("target_ongoing_requests" in missing), hit

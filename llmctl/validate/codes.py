@@ -170,6 +170,13 @@ CODES: dict[str, Code] = {c.code: c for c in [
        "target to 1e9, so the app deploys and serves but never scales above min_replicas.",
        "Set autoscaling_config.target_ongoing_requests (llmctl gen-config derives one from the sizing plan).",
        _MODEL.format("deployment_config: {autoscaling_config: {min_replicas: 1, max_replicas: 2}}")),
+    _c("auto-replicas", "warning", "num_replicas: auto leaves the LLM deployment to Serve's default autoscaling, made for light "
+       "request handlers: up to 100 replicas, one more whenever a replica has more than 2 requests in flight. A vLLM replica "
+       "batches many requests, takes minutes to start and holds TP x PP GPUs, so an autoscaling cluster may add GPU nodes "
+       "for replicas that are not needed.",
+       "Set autoscaling_config.max_replicas and target_ongoing_requests (llmctl gen-config derives a target from the "
+       "sizing plan), or write the bounds instead of auto.",
+       _MODEL.format("deployment_config: {num_replicas: auto}")),
     _c("max-below-target", "warning", "max_ongoing_requests below target_ongoing_requests: replicas never reach the target, "
        "so the autoscaler does not add replicas as the target says.", "Raise max_ongoing_requests above the target.",
        _MODEL.format("deployment_config: {max_ongoing_requests: 4, autoscaling_config: {min_replicas: 1, max_replicas: 2, "

@@ -63,7 +63,8 @@ def _check_scaling(dc: dict, asc: dict, sink: _Sink, loc: tuple, hint: Optional[
 
     mn, mx = asc.get("min_replicas", 1), asc.get("max_replicas", 1)
     target = asc.get("target_ongoing_requests")
-    if is_int(mn) and is_int(mx) and mx > mn and target is None:
+    # with num_replicas: auto the target defaults to Serve's own (2), not Ray Serve LLM's 1e9 (auto-replicas says so)
+    if is_int(mn) and is_int(mx) and mx > mn and target is None and dc.get("num_replicas") != "auto":
         if hint is not None and hint.target_ongoing_requests:
             fix = f"llmctl suggests target_ongoing_requests: {hint.target_ongoing_requests} for {hint.where}"
         else:

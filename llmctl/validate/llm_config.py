@@ -59,7 +59,9 @@ def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path, local_node: bool
         strategy = str(pgc.get("strategy", "PACK")) if isinstance(pgc, dict) else "PACK"
         plan = _check_model_rules(source, base_dir, gpu, cpu_only, ekd, tp, pp, mml, sink, strategy)
     with sink.guard("deployment", ("deployment_config",)):
-        check_deployment_config(data.get("deployment_config", {}), sink, hint=_scaling_hint(model_id, gpu, cpu_only, plan, mml, ekd))
+        hint = _scaling_hint(model_id, gpu, cpu_only, plan, mml, ekd)
+        check_deployment_config(data.get("deployment_config", {}), sink, hint=hint)
+        _check_auto_replicas(data, sink, hint)
     with sink.guard("replica placement", ("deployment_config",)):
         _check_actor_resources(data, gpu, sink)
         if cpu_only:
@@ -317,6 +319,39 @@ def _check_actor_resources(data: dict, gpu, sink: _Sink) -> None:
     if found:
         severity, message = found
         sink.add(("deployment_config", "ray_actor_options", "num_gpus"), message, severity, code="actor-bundle")
+
+
+def _check_auto_replicas(data: dict, sink: _Sink, hint: Optional[ScalingHint]) -> None:
+    """``num_replicas: auto`` is Serve's default autoscaling, made for light
+    request handlers: up to 100 replicas, one more whenever a replica has more
+    than 2 requests in flight (``AutoscalingConfig.default()``). A vLLM
+    replica batches many requests and takes minutes to start; what the config
+    leaves to those defaults is a warning."""
+    from llmctl.placement import replica_bundles, replica_counts
+    from llmctl.validate.reference import _autoscaling_model
+
+    dc = data.get("deployment_config")
+    if not isinstance(dc, dict) or dc.get("num_replicas") != "auto":
+        return
+    asc = dc.get("autoscaling_config")
+    asc = asc if isinstance(asc, dict) else {}
+    parts = []
+    if "max_replicas" not in asc:
+        most = replica_counts(dc)[1]
+        gpus = sum(b.get("GPU", 0.0) for b in replica_bundles(data)[0]) * most
+        parts.append(f"up to {most} replicas" + (f" ({gpus:g} GPUs)" if gpus else ""))
+    if "target_ongoing_requests" not in asc:
+        target = _autoscaling_model().default().target_ongoing_requests
+        parts.append(f"one more replica whenever one has more than {target:g} requests in flight, "
+                     "while a vLLM engine batches many (max_num_seqs) at once and takes minutes to start")
+    if not parts:
+        return
+    fields = [k for k in ("max_replicas", "target_ongoing_requests") if k not in asc]
+    if "target_ongoing_requests" in fields and hint is not None and hint.target_ongoing_requests:
+        fields[-1] += f" ({hint.target_ongoing_requests} is llmctl's for {hint.where})"
+    sink.warn(("deployment_config", "num_replicas"),
+              f"auto is Serve's default autoscaling: {'; '.join(parts)}; set autoscaling_config's {' and '.join(fields)}",
+              code="auto-replicas")
 
 
 def _check_cpu_replicas(data: dict, sink: _Sink) -> None:
