@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from llmctl.scalars import is_int  # noqa: F401  (re-exported: the checks import it from here)
+from llmctl.scalars import is_int
 from llmctl.spec import replicas_problem
 from llmctl.validate.documents import _Sink
 from llmctl.validate.reference import _autoscaling_model, _deployment_option_names, _suggest

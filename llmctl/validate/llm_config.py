@@ -17,8 +17,9 @@ from typing import Any, Optional
 
 from llmctl.errors import ModelNotFound
 from llmctl.light_imports import without_model_libraries
+from llmctl.scalars import is_int
 from llmctl.sources import is_cloud_uri, looks_local_path, path_probe
-from llmctl.validate.deployment import ScalingHint, check_deployment_config, clean_msg, is_int
+from llmctl.validate.deployment import ScalingHint, check_deployment_config, clean_msg
 from llmctl.validate.documents import _Sink
 from llmctl.validate.reference import _suggest, ray_accelerator_types
 from llmctl.vllm_version import VllmVersion
