@@ -585,7 +585,10 @@ def test_num_replicas_auto_sizes_the_group_for_serves_default():
     serve = {"applications": [{"name": "a", "import_path": "ray.serve.llm:build_openai_app", "args": {"llm_configs": [
         {"model_loading_config": {"model_id": "m", "model_source": "org/m"}, "accelerator_type": "L4",
          "engine_kwargs": {"tensor_parallel_size": 2}, "deployment_config": {"num_replicas": "auto"}}]}}]}
-    rs = M.build(serve, "serve.yaml", M.KubeOptions(gpus_per_node=["4"])).data
+    man = M.build(serve, "serve.yaml", M.KubeOptions(gpus_per_node=["4"]))
+    rs = man.data
     (g,) = rs["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    comments = " ".join(ln.strip().lstrip("# ") for ln in man.text.splitlines() if ln.strip().startswith("#"))
+    assert f"replicas 1-{AUTO_MAX_REPLICAS} (num_replicas: auto" in comments, comments  # where the 100 comes from
     assert g["maxReplicas"] == math.ceil(AUTO_MAX_REPLICAS * 2 / 4) and g["minReplicas"] == 1
     assert rs["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] is True

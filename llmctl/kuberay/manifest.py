@@ -115,6 +115,7 @@ class _Model:
     pp: int
     min_r: int
     max_r: int
+    auto: bool = False  # num_replicas: auto (Serve's default bounds, unless autoscaling_config gives them)
 
     @property
     def gpus(self) -> int:
@@ -140,9 +141,11 @@ def _models(serve: dict, serve_path: str) -> list[_Model]:
             if not isinstance(acc, str) or not acc:
                 raise UsageError(f"{where}: no accelerator_type (a CPU config?); a RayService needs one per model to size "
                                  "its GPU worker groups (gen-config --gpu L4|H100|…)")
-            mn, mx = replica_counts(llm.get("deployment_config") or {})
+            dc = llm.get("deployment_config") or {}
+            mn, mx = replica_counts(dc)
             out.append(_Model(where, str(mid), acc, int(ek.get("tensor_parallel_size", 1)),
-                              int(ek.get("pipeline_parallel_size", 1)), mn, mx))
+                              int(ek.get("pipeline_parallel_size", 1)), mn, mx,
+                              isinstance(dc, dict) and dc.get("num_replicas") == "auto"))
     if not out:
         raise UsageError(f"{serve_path}: no Ray Serve LLM application to convert")
     return out

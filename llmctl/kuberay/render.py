@@ -72,7 +72,8 @@ def _group(gr: dict, image: str, token: tuple[list[dict], list[dict], list[dict]
     group = {"groupName": f"gpu-{nodes_name(acc)}", "replicas": replicas,
              "minReplicas": gr["pods_min"] if autoscaling else gr["pods_max"], "maxReplicas": gr["pods_max"],
              "numOfHosts": 1, "rayStartParams": params, "template": {"spec": spec}}
-    each = "; ".join(f"{m.model_id}: TP {m.tp} x PP {m.pp} = {m.gpus} GPU(s), replicas {m.min_r}-{m.max_r}" for m in ms)
+    each = "; ".join(f"{m.model_id}: TP {m.tp} x PP {m.pp} = {m.gpus} GPU(s), replicas {m.min_r}-{m.max_r}"
+                     + (" (num_replicas: auto: Serve's default autoscaling)" if m.auto else "") for m in ms)
     why = [
         f"{acc} worker pods: {g} {acc} GPU(s) each ({gr['gpus_from']}). {each}.",
         f"Pods = ceil(sum of replicas x GPUs per replica / {g}): "
