@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -310,3 +311,34 @@ def test_num_replicas_auto_left_to_serves_defaults_is_a_warning(capsys, tmp_path
     assert (f"up to {most} replicas ({most * 2} GPUs)" in hit) == ("max_replicas" in missing), hit  # TP 2: 2 GPUs each
     target = AutoscalingConfig.default().target_ongoing_requests
     assert (f"more than {target:g} requests in flight" in hit) == ("target_ongoing_requests" in missing), hit
+
+
+@pytest.mark.parametrize("deployment, field", [
+    ({"num_replicas": "2"}, "num_replicas"),
+    ({"num_replicas": 2.0}, "num_replicas"),
+    ({"num_replicas": True}, "num_replicas"),
+    ({"autoscaling_config": {"min_replicas": 1, "max_replicas": "3", "target_ongoing_requests": 8}}, "autoscaling_config.max_replicas"),
+    ({"autoscaling_config": {"min_replicas": 1.0, "max_replicas": 3, "target_ongoing_requests": 8}}, "autoscaling_config.min_replicas"),
+])
+def test_a_count_serve_reads_leniently_is_a_warning(capsys, tmp_path, deployment, field):
+    """Serve deploys these (pydantic's lax mode), as the number it reads: a warning naming that number, not an error."""
+    from test_replica_counts import serve_counts
+
+    counts = serve_counts(deployment)
+    assert counts is not None  # Serve takes it
+    f = _write(tmp_path / "m.yaml", _model(deployment_config=deployment))
+    r = run_cli(capsys, "validate", f)
+    assert r.code == 0, r.err
+    (hit,) = [ln for ln in _lines(r) if "Serve reads it as" in ln]
+    read = int(re.search(r"Serve reads it as (\d+)", hit).group(1))
+    assert f"deployment_config.{field}: warning:" in hit and read in counts, hit
+
+
+@pytest.mark.parametrize("deployment", [{"num_replicas": "two"}, {"num_replicas": 2.5}, {"num_replicas": -1},
+                                        {"autoscaling_config": {"max_replicas": "²"}}])
+def test_a_count_serve_refuses_is_an_error(capsys, tmp_path, deployment):
+    from test_replica_counts import serve_counts
+
+    assert serve_counts(deployment) is None
+    r = run_cli(capsys, "validate", _write(tmp_path / "m.yaml", _model(deployment_config=deployment)))
+    assert r.code == 2 and "must be " in r.err, r.err

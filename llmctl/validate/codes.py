@@ -164,6 +164,9 @@ CODES: dict[str, Code] = {c.code: c for c in [
     _c("misplaced-option", "error", "A deployment option inside autoscaling_config (or the reverse): Serve ignores it there "
        "(ray-project/ray#61439).", "Move it one level up (or down).",
        _MODEL.format("deployment_config: {autoscaling_config: {max_replicas: 2, max_ongoing_requests: 8}}")),
+    _c("lenient-count", "warning", "A replica count that is not an integer as written (\"2\", 2.0, true): Serve's pydantic "
+       "schema reads it as a number (2, 2, 1) and deploys that, which may not be what was meant.",
+       "Write the integer.", _MODEL.format("deployment_config: {num_replicas: \"2\"}")),
     _c("replicas", "error", "min_replicas above max_replicas.", "Make min_replicas <= max_replicas.",
        _MODEL.format("deployment_config: {autoscaling_config: {min_replicas: 3, max_replicas: 2}}")),
     _c("never-scales", "warning", "min_replicas < max_replicas but no target_ongoing_requests: Ray Serve LLM defaults the "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from llmctl.scalars import is_int
+from llmctl.scalars import is_int, lax_int
 from llmctl.spec import replicas_problem
 from llmctl.validate.documents import _Sink
 from llmctl.validate.reference import _autoscaling_model, _deployment_option_names, _suggest
@@ -45,8 +45,8 @@ def check_deployment_config(dc: Any, sink: _Sink, loc: tuple = ("deployment_conf
         else:
             sink.add(loc + (k,), f"unknown deployment option{_suggest(str(k), allowed)}", code="unknown-option")
     nr = dc.get("num_replicas")
-    if nr is not None and nr != "auto" and (not is_int(nr) or nr < 0):
-        sink.add(loc + ("num_replicas",), f"must be a non-negative integer or \"auto\", got {nr!r}")
+    if nr is not None and nr != "auto":
+        _count(nr, 0, sink, loc + ("num_replicas",), 'a non-negative integer or "auto"')
     asc = dc.get("autoscaling_config")
     if asc is not None:
         check_autoscaling(asc, sink, loc + ("autoscaling_config",))
@@ -61,7 +61,7 @@ def _check_scaling(dc: dict, asc: dict, sink: _Sink, loc: tuple, hint: Optional[
     """What makes a Serve LLM deployment scale, or not."""
     from llmctl.spec import ongoing_problem
 
-    mn, mx = asc.get("min_replicas", 1), asc.get("max_replicas", 1)
+    mn, mx = lax_int(asc.get("min_replicas", 1)), lax_int(asc.get("max_replicas", 1))  # as Serve reads them
     target = asc.get("target_ongoing_requests")
     # with num_replicas: auto the target defaults to Serve's own (2), not Ray Serve LLM's 1e9 (auto-replicas says so)
     if is_int(mn) and is_int(mx) and mx > mn and target is None and dc.get("num_replicas") != "auto":
@@ -97,11 +97,12 @@ def check_autoscaling(asc: Any, sink: _Sink, loc: tuple) -> None:
                                  "(ray-project/ray#61439)", code="misplaced-option")
         else:
             sink.add(loc + (k,), f"unknown autoscaling option{_suggest(str(k), model.model_fields)}", code="unknown-option")
-    mn, mx = asc.get("min_replicas", 1), asc.get("max_replicas", 1)
-    for key, v, low in (("min_replicas", mn, 0), ("max_replicas", mx, 1)):
-        if key in asc and (not is_int(v) or v < low):
-            sink.add(loc + (key,), f"must be an integer >= {low}, got {v!r}")
-    if is_int(mn) and is_int(mx) and mn >= 0 and mx >= 1:
+    mn, mx = 1, 1
+    if "min_replicas" in asc:
+        mn = _count(asc["min_replicas"], 0, sink, loc + ("min_replicas",), "an integer >= 0")
+    if "max_replicas" in asc:
+        mx = _count(asc["max_replicas"], 1, sink, loc + ("max_replicas",), "an integer >= 1")
+    if mn is not None and mx is not None:
         problem = replicas_problem(mn, mx)
         if problem:
             sink.add(loc + ("min_replicas",), problem, code="replicas")
@@ -116,6 +117,21 @@ def check_autoscaling(asc: Any, sink: _Sink, loc: tuple) -> None:
             sink.add(loc + tuple(err["loc"]), clean_msg(err["msg"]), code="ray-schema")
     except (ValueError, TypeError) as e:
         sink.add(loc, clean_msg(str(e)), code="ray-schema")
+
+
+def _count(v: Any, low: int, sink: _Sink, loc: tuple, what: str) -> Optional[int]:
+    """A replica count as Serve reads it: an int as written; a value pydantic's
+    lax mode reads as one (``"2"``, ``2.0``, ``true``) deploys as that number,
+    a warning; anything else (or below ``low``) is an error. The count Serve
+    would use, or None."""
+    n = v if is_int(v) else lax_int(v)
+    if n is None or n < low:
+        sink.add(loc, f"must be {what}, got {v!r}")
+        return None
+    if not is_int(v):
+        sink.warn(loc, f"{v!r} is not an integer as written; Serve reads it as {n} (pydantic's lax mode): write {n}",
+                  code="lenient-count")
+    return n
 
 
 def clean_msg(msg: str) -> str:
