@@ -82,6 +82,11 @@ def replica_bundles(llm: dict) -> tuple[list[dict[str, float]], str]:
     return [first] + bundles[1:], strategy
 
 
+def bundles_total(bundles: list[dict[str, float]], resource: str) -> float:
+    """How much of one resource (``"GPU"``, ``"CPU"``) a replica's bundles ask for."""
+    return sum(b.get(resource, 0.0) for b in bundles)
+
+
 def actor_gpu_problem(llm: dict, gpus_per_node: int) -> Optional[tuple[str, str]]:
     """(severity, message) when ``ray_actor_options.num_gpus`` is merged into
     the engine's first bundle; an error when no node of ``gpus_per_node``

@@ -124,7 +124,7 @@ def _count(v: Any, low: int, sink: _Sink, loc: tuple, what: str) -> Optional[int
     lax mode reads as one (``"2"``, ``2.0``, ``true``) deploys as that number,
     a warning; anything else (or below ``low``) is an error. The count Serve
     would use, or None."""
-    n = v if is_int(v) else lax_int(v)
+    n = lax_int(v)
     if n is None or n < low:
         sink.add(loc, f"must be {what}, got {v!r}")
         return None

@@ -328,7 +328,7 @@ def _check_auto_replicas(data: dict, sink: _Sink, hint: Optional[ScalingHint]) -
     than 2 requests in flight (``AutoscalingConfig.default()``). A vLLM
     replica batches many requests and takes minutes to start; what the config
     leaves to those defaults is a warning."""
-    from llmctl.placement import replica_bundles, replica_counts
+    from llmctl.placement import bundles_total, replica_bundles, replica_counts
     from llmctl.validate.reference import _autoscaling_model
 
     dc = data.get("deployment_config")
@@ -339,7 +339,7 @@ def _check_auto_replicas(data: dict, sink: _Sink, hint: Optional[ScalingHint]) -
     parts = []
     if "max_replicas" not in asc:
         most = replica_counts(dc)[1]
-        gpus = sum(b.get("GPU", 0.0) for b in replica_bundles(data)[0]) * most
+        gpus = bundles_total(replica_bundles(data)[0], "GPU") * most
         parts.append(f"up to {most} replicas" + (f" ({gpus:g} GPUs)" if gpus else ""))
     if "target_ongoing_requests" not in asc:
         target = _autoscaling_model().default().target_ongoing_requests
@@ -359,7 +359,7 @@ def _check_cpu_replicas(data: dict, sink: _Sink) -> None:
     """CPU replicas share a node's cores: vLLM's CPU engine binds each to the
     same ones and keeps its scheduler polling (docs/capacity.md: 2 replicas
     on a 2-core node served 0.4-0.5x the requests/s of one, runs 5-7)."""
-    from llmctl.placement import replica_bundles, replica_counts
+    from llmctl.placement import bundles_total, replica_bundles, replica_counts
 
     dc = data.get("deployment_config")
     if not isinstance(dc, dict):
@@ -375,7 +375,7 @@ def _check_cpu_replicas(data: dict, sink: _Sink) -> None:
         loc = ("deployment_config", "num_replicas")
     else:
         loc = ("deployment_config", "autoscaling_config")
-    cpus = sum(b.get("CPU", 0.0) for b in replica_bundles(data)[0])  # the engine's bundles and the replica actor's CPU
+    cpus = bundles_total(replica_bundles(data)[0], "CPU")  # the engine's bundles and the replica actor's CPU
     sink.add(loc, f"up to {most} CPU-only replicas: vLLM's CPU engine binds every replica's threads to the same cores of a node "
                   f"(VLLM_CPU_OMP_THREADS_BIND=auto) and polls a core for its scheduler, while Ray reserves {cpus:g} CPU per "
                   "replica, so replicas on one node share its cores (2 on a 2-core node served 0.4-0.5x the requests/s of 1); "

@@ -22,7 +22,7 @@ from typing import Callable, Optional
 
 from llmctl.validate.rayservice.nodes import Group, family, read_group, undetected
 from llmctl.validate.rayservice.schema import dns1035_problem
-from llmctl.placement import ACC_PREFIX
+from llmctl.placement import ACC_PREFIX, bundles_total
 from llmctl.secrets import literal_secret
 
 NAME_MAX = 47  # kuberay#4045: longer RayService names are requeued forever
@@ -188,7 +188,7 @@ def gpu_arithmetic(obj: dict, serve: dict, add: Add, add_serve: Add) -> None:
     llm_demands = [d for d in ds if d.deployment.startswith("LLMServer:")]
     broken = False
     for (loc, llm), d in zip(llm_slots, llm_demands):
-        gpu_n = round(sum(b.get("GPU", 0.0) for b in d.bundles))
+        gpu_n = round(bundles_total(d.bundles, "GPU"))
         if gpu_n == 0:
             continue
         ek = llm.get("engine_kwargs") if isinstance(llm.get("engine_kwargs"), dict) else {}
@@ -302,7 +302,7 @@ def _capacity(grps, ds, llm_slots, llm_demands, wanted, rc, add_serve, place, pl
             continue
         d, placed = failed
         loc, llm = by_name.get(d.deployment, (("applications",), {}))
-        gpus = round(sum(b.get("GPU", 0.0) for b in d.bundles))
+        gpus = round(bundles_total(d.bundles, "GPU"))
         reach = "maxReplicas" if any(g.autoscaling for g in grps) else "replicas (enableInTreeAutoscaling is off)"
         have = ", ".join(f"{g.name}: {g.pods} pod(s) x {g.gpus:g} GPU" for g in grps if g.gpus)
         asc = ("deployment_config", "autoscaling_config", "max_replicas" if what == "max_replicas" else "min_replicas")
