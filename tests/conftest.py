@@ -211,40 +211,64 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
-def _is_cluster_mark(dec) -> bool:
+def _mark_name(dec) -> str:
     import ast
 
     node = dec.func if isinstance(dec, ast.Call) else dec
-    return isinstance(node, ast.Attribute) and node.attr == "cluster"
+    return node.attr if isinstance(node, ast.Attribute) else ""
 
 
-def cluster_tests() -> dict[str, set[str] | None]:
-    """The tests marked `cluster` (they use the session's Ray head), read from
-    the source: ``{"tests/test_x.py": None}`` when the module's ``pytestmark``
-    has it (every test), else the set of marked names (``test_fn``, ``TestC``,
-    ``TestC::test_m``)."""
+def _module_marks(tree) -> set[str]:
+    """The marks of a module's ``pytestmark`` (read from its source)."""
+    import ast
+
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in node.targets):
+            marks = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+            return {_mark_name(m) for m in marks}
+    return set()
+
+
+def _test_sources():
     import ast
 
     here = Path(__file__).resolve().parent
-    found: dict[str, set[str] | None] = {}
     for p in sorted(here.glob("test_*.py")):
-        tree = ast.parse(p.read_text(encoding="utf-8"))
-        key, names = f"{here.name}/{p.name}", set()
+        yield f"{here.name}/{p.name}", ast.parse(p.read_text(encoding="utf-8"))
+
+
+def own_cluster_modules() -> set[str]:
+    """Modules marked `own_cluster` (they start their own Ray clusters, never
+    the session's head), read from the source: ``{"tests/test_x.py"}``."""
+    return {key for key, tree in _test_sources() if "own_cluster" in _module_marks(tree)}
+
+
+def cluster_tests() -> dict[str, set[str] | None]:
+    """The tests of the session head's lane: marked `cluster` (they use the
+    session's Ray head) in a module not marked `own_cluster`, read from the
+    source: ``{"tests/test_x.py": None}`` when the module's ``pytestmark``
+    has it (every test), else the set of marked names (``test_fn``,
+    ``TestC``, ``TestC::test_m``)."""
+    import ast
+
+    found: dict[str, set[str] | None] = {}
+    for key, tree in _test_sources():
+        marks = _module_marks(tree)
+        if "own_cluster" in marks:
+            continue
+        if "cluster" in marks:
+            found[key] = None
+            continue
+        names = set()
         for node in tree.body:
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in node.targets):
-                marks = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
-                if any(_is_cluster_mark(m) for m in marks):
-                    found[key] = None
-                    break
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                if any(_is_cluster_mark(d) for d in node.decorator_list):
+                if any(_mark_name(d) == "cluster" for d in node.decorator_list):
                     names.add(node.name)
                 if isinstance(node, ast.ClassDef):
                     names |= {f"{node.name}::{m.name}" for m in node.body
-                              if isinstance(m, ast.FunctionDef) and any(_is_cluster_mark(d) for d in m.decorator_list)}
-        else:
-            if names:
-                found[key] = names
+                              if isinstance(m, ast.FunctionDef) and any(_mark_name(d) == "cluster" for d in m.decorator_list)}
+        if names:
+            found[key] = names
     return found
 
 
@@ -257,27 +281,44 @@ def in_cluster_lane(nodeid: str, marked: dict[str, set[str] | None]) -> bool:
     return names is None or rest.split("[", 1)[0] in names or rest.split("::", 1)[0] in names
 
 
+OWN_CLUSTER_SCOPE = "own-cluster"
+
+
 def pytest_xdist_make_scheduler(config, log):
     """``-n 2 --dist loadgroup`` (``make test``): the tests marked `cluster`
     (they use the session's Ray head) run on one worker, in file order, as
     one unit — they share that worker's head and their modules' deployed
     apps; every other test is spread over the workers as they free up.
 
-    One lane, not one per worker: measured on a fresh clone (2 cores,
-    2026-11-25), two lanes with a head each took 21 min 40 s against 22 min
-    51 s for one, because the engines are CPU-bound (each end-to-end test
-    took about twice as long beside another), and the heavier load made a
-    ray:// connection fail (tests/test_multihost.py). (pytest-xdist's own
-    loadgroup marks the group in the test ids, which pytest 9 no longer lets
-    a plugin change: ``xdist_group`` marks are ignored there.)"""
+    The modules marked `own_cluster` (tests/test_multihost*.py: their own
+    two-host clusters in network namespaces) are a second unit, handed out
+    last: the other worker takes it once the quick tests are done, while the
+    lane's engines leave about a third of the two cores idle (measured with
+    /proc/stat samples: 62 % busy in the lane-only phase, 2026-11-28).
+
+    One lane for the session's head, not one per worker: measured on a fresh
+    clone (2 cores, 2026-11-25), two lanes with a head each took 21 min 40 s
+    against 22 min 51 s for one, because the engines are CPU-bound (each
+    end-to-end test took about twice as long beside another), and the
+    heavier load made a ray:// connection fail (tests/test_multihost.py).
+    (pytest-xdist's own loadgroup marks the group in the test ids, which
+    pytest 9 no longer lets a plugin change: ``xdist_group`` marks are
+    ignored there.)"""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    marked = cluster_tests()
+    marked, own = cluster_tests(), own_cluster_modules()
 
     class ClusterTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
+            if nodeid.partition("::")[0] in own:
+                return OWN_CLUSTER_SCOPE
             return "cluster" if in_cluster_lane(nodeid, marked) else nodeid
+
+        def _assign_work_unit(self, node) -> None:
+            if OWN_CLUSTER_SCOPE in self.workqueue and len(self.workqueue) > 1:
+                self.workqueue.move_to_end(OWN_CLUSTER_SCOPE)  # last
+            super()._assign_work_unit(node)
 
     return ClusterTogether(config, log)

@@ -1,7 +1,9 @@
 """`make test`'s scheduler (tests/conftest.py) reads the `cluster` marks from
 the source to run those tests on one worker, with that worker's Ray head. It
 must agree with pytest's own view of the marks, or a test that uses the
-session's head would run on the other worker and start a second head."""
+session's head would run on the other worker and start a second head. The
+modules marked `own_cluster` run beside that lane: they must not use the
+session's head, and keep the `cluster` mark (`make test-fast` leaves them out)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import cluster_tests, in_cluster_lane
+from conftest import cluster_tests, in_cluster_lane, own_cluster_modules
 
 TESTS = Path(__file__).resolve().parent
 
@@ -21,17 +23,25 @@ def _collect(marker: str) -> set[str]:
 
 
 def test_lane_classifier_agrees_with_pytest_marks(request):
-    marked = cluster_tests()
+    marked, own = cluster_tests(), own_cluster_modules()
+    assert own, "no module is marked own_cluster"
     items = request.session.items
     if len({i.nodeid.split("::")[0] for i in items}) == len(list(TESTS.glob("test_*.py"))):
         # the whole suite is collected (make test): pytest's own marks and fixtures, per item
         for item in items:
             lane = in_cluster_lane(item.nodeid, marked)
-            assert lane == (item.get_closest_marker("cluster") is not None), item.nodeid
+            beside = item.get_closest_marker("own_cluster") is not None
+            assert beside == (item.nodeid.split("::")[0] in own), item.nodeid
+            assert lane == (item.get_closest_marker("cluster") is not None and not beside), item.nodeid
+            if beside:
+                assert item.get_closest_marker("cluster") is not None, f"{item.nodeid}: own_cluster without cluster"
             if {"ray_head", "cluster_home"} & set(item.fixturenames):
-                assert lane, f"{item.nodeid} uses the session's Ray head but is not marked cluster"
+                assert lane, f"{item.nodeid} uses the session's Ray head but is not in its lane"
     else:  # run on its own: collect the suite in a child
-        cluster, other = _collect("cluster"), _collect("not cluster")
-        assert cluster and other
+        cluster, other = _collect("cluster and not own_cluster"), _collect("not cluster or own_cluster")
+        beside = _collect("own_cluster")
+        assert cluster and other and beside
         assert {n for n in cluster if not in_cluster_lane(n, marked)} == set()
         assert {n for n in other if in_cluster_lane(n, marked)} == set()
+        assert {n.split("::")[0] for n in beside} == own
+        assert beside <= _collect("cluster")

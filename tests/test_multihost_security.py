@@ -17,7 +17,7 @@ import yaml
 from multihost import NoNamespaces, TwoHosts
 from test_launch import llmctl
 
-pytestmark = [pytest.mark.cluster, pytest.mark.engine]
+pytestmark = [pytest.mark.cluster, pytest.mark.own_cluster, pytest.mark.engine]
 
 WORKER_RESOURCE = "llmctl_worker_node"
 RAY_TOKEN = secrets.token_hex(32)
