@@ -136,7 +136,10 @@ def test_gpu_config_on_cpu_cluster_fails_fast(cluster_home, tiny_model, tmp_path
         "model_loading_config": {"model_id": "gpu-llama", "model_source": str(tiny_model)},
         "accelerator_type": "A10G",
         "engine_kwargs": {"tensor_parallel_size": 1, "max_model_len": 512},
-        "deployment_config": {"autoscaling_config": {"min_replicas": 1, "max_replicas": 1}},
+        # Serve stops a replica that never got its resources by asking it to shut down
+        # and killing it after this grace period (default 20 s): `down` waits for that.
+        "deployment_config": {"autoscaling_config": {"min_replicas": 1, "max_replicas": 1},
+                              "graceful_shutdown_timeout_s": 1},
     }
     serve = write_app(tmp_path, "gpu_app", "/gpu", llm)
 
