@@ -49,6 +49,16 @@ def cap_app(ray_head, tiny_model, tmp_path_factory):
     llmctl("down", APP, env=env)
 
 
+def _json_stream(text: str) -> list[dict]:
+    """The JSON documents `top --json` prints one after another."""
+    dec, docs, i = json.JSONDecoder(), [], 0
+    while (j := text.find("{", i)) >= 0:
+        doc, end = dec.raw_decode(text[j:])
+        docs.append(doc)
+        i = j + end
+    return docs
+
+
 def _engines() -> list[dict]:
     r = llmctl("status", "--metrics", "--json", timeout=120)
     assert r.code in (0, 1), r.err
@@ -72,9 +82,16 @@ def test_status_metrics_while_bench_runs(cap_app, cluster_home):
         assert seen is not None, "no engine reported KV usage and running requests under load"
         table = llmctl("status", "--metrics")
         assert "engines (vLLM metrics from http://127.0.0.1:" in table.out and seen["replica"] in table.out
-        top = llmctl("top", "--iterations", "1", "--interval", "1", "--json")
+        # `top`'s rates come from two scrapes --interval apart: every refresh under load
+        # shows tokens generated, as the local head exports metrics each second (with
+        # Ray's 10 s default most 2 s refreshes showed 0; llmctl.launch.cluster).
+        top = llmctl("top", "--iterations", "3", "--interval", "2", "--json")
         assert top.code == 0, top.err
-        assert any(e["replica"] == seen["replica"] for e in top.json()["engines"])
+        refreshes = _json_stream(top.out)
+        assert len(refreshes) == 3, top.out
+        for r in refreshes:
+            (mine,) = [e for e in r["engines"] if e["replica"] == seen["replica"]]
+            assert mine["generation_tokens_per_s"] > 0, refreshes
     finally:
         r = load.interrupt(timeout=60)
     assert r.code == 0, r.err

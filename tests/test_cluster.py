@@ -320,6 +320,18 @@ def test_head_command_passes_num_gpus_only_when_given():
         assert cmd[cmd.index("--num-gpus") + 1] == str(n)
 
 
+@pytest.mark.parametrize("user, expected", [(None, "1000"), ("", "1000"), ("5000", "5000")])
+def test_head_exports_metrics_each_second_unless_the_user_says(monkeypatch, user, expected):
+    """`top`'s 2 s refreshes need fresher metrics than Ray's 10 s default
+    (tests/test_capacity_e2e.py sees it under load); a value already in the
+    environment is the user's and wins."""
+    if user is None:
+        monkeypatch.delenv("RAY_metrics_report_interval_ms", raising=False)
+    else:
+        monkeypatch.setenv("RAY_metrics_report_interval_ms", user)
+    assert cluster._ray_env()["RAY_metrics_report_interval_ms"] == expected
+
+
 @pytest.mark.cluster
 def test_down_cluster_stops_head_by_pid(llmctl_home, monkeypatch):
     """`llmctl down --cluster` stops a head llmctl started: every process of
