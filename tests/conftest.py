@@ -25,6 +25,7 @@ reproduce it.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 from dataclasses import dataclass
@@ -229,12 +230,14 @@ def _module_marks(tree) -> set[str]:
     return set()
 
 
-def _test_sources():
+@functools.cache
+def _test_sources() -> tuple:
+    """Each test module's key (``tests/test_x.py``) and parsed source, read once
+    for both readers of the marks below."""
     import ast
 
     here = Path(__file__).resolve().parent
-    for p in sorted(here.glob("test_*.py")):
-        yield f"{here.name}/{p.name}", ast.parse(p.read_text(encoding="utf-8"))
+    return tuple((f"{here.name}/{p.name}", ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(here.glob("test_*.py")))
 
 
 def own_cluster_modules() -> set[str]:
