@@ -160,6 +160,8 @@ def test_gpu_config_on_cpu_cluster_fails_fast(cluster_home, tiny_model, tmp_path
 
     r = llmctl("up", serve, "--timeout", "300", "--no-preflight")
     assert r.code == 1, (r.out, r.err)
+    # the same config, still deploying: not sent again (that would restart Serve's build of it)
+    assert "already has this config: nothing sent" in r.err and "deployed to" not in r.err, r.err
     assert "GPU:1" in r.err and "GPU:0" in r.err and "A10G" in r.err, r.err
     assert "cannot be scheduled" in r.err  # named from the state API, not a timeout (bench/ times it)
     assert "timed out" not in r.err
@@ -405,7 +407,8 @@ def test_up_again_is_idempotent_and_follow_keeps_app(tiny_app, cluster_home):
     r = p.interrupt()  # one Ctrl-C, as it starts following (once it was lost there: tests/helpers.py)
     assert r.code == 0, r.err
     assert "stopped following" in r.err
-    # unchanged config: Serve kept the running replicas (none restarted or updated)
+    # unchanged config: not sent again; Serve kept the running replicas (none restarted or updated)
+    assert "already has this config: nothing sent" in r.err, r.err
     assert "STARTING" not in r.err and "UPDATING" not in r.err, r.err
     assert "HTTP Request" not in r.err  # no client library chatter on the user's terminal
     assert SECRET not in r.out + r.err

@@ -110,6 +110,35 @@ def test_new_app_and_unchanged():
     assert p.empty and payload["applications"][0] == a and p.lines() == ["plan: no change to the deployed applications"]
 
 
+@pytest.mark.parametrize("status", ["RUNNING", "DEPLOYING"])
+def test_unchanged_config_is_not_sent_again(status):
+    """`up` of the config already deployed sends nothing (a PUT would restart a
+    build in progress); anything it would change, or a failed app, is sent."""
+    a = rollout.canonical(app(), update._llm_defaults())
+    cur = deployed(a)
+    cur["applications"]["a"]["status"] = status
+    payload, p = put(cur, app())
+    assert update.unchanged(p, payload, cur, ["a"])
+    changed, p2 = put(cur, with_llm(lambda l: l["engine_kwargs"].update(max_num_seqs=8)))
+    assert not update.unchanged(p2, changed, cur, ["a"])
+    failed = copy.deepcopy(cur)
+    failed["applications"]["a"]["status"] = "DEPLOY_FAILED"
+    assert not update.unchanged(p, payload, failed, ["a"])
+    assert not update.unchanged(p, dict(payload, target_capacity=50), cur, ["a"])
+    assert update.unchanged(p, dict(payload, target_capacity=50), dict(cur, target_capacity=50), ["a"])
+    assert not update.unchanged(p, dict(payload, logging_config={"log_level": "DEBUG"}), cur, ["a"])
+
+
+def test_every_global_option_of_a_serve_config_is_judged():
+    """Each top-level field of Ray's serve config schema is either fixed once
+    Serve runs, compared, or makes `up` send the config (update.unchanged)."""
+    from ray.serve.schema import ServeDeploySchema
+
+    fixed = {"proxy_location", "http_options", "grpc_options"}
+    judged = fixed | {"applications", "target_capacity"} | set(update._APPLIED_GLOBALS)
+    assert set(ServeDeploySchema.model_fields) == judged
+
+
 def test_engine_argument_is_a_rolling_restart_of_every_deployment():
     a = rollout.canonical(app(), update._llm_defaults())
     _, p = put(deployed(a, {"LLMServer:tiny": 2, "OpenAiIngress": 1}),

@@ -263,7 +263,8 @@ def _deploy_steps(prepared: Prepared, client: ServeClient, target: _address.Targ
                   dry_run: bool = False, confirm: Callable | None = None) -> Generator[UpEvent, None, tuple[dict, float] | None]:
     """The plan (llmctl/rollout.py), then PUT the apps (with the others already
     running). Returns the apps being replaced ({name: their
-    last_deployed_time_s}) and when the PUT returned; None for a dry run."""
+    last_deployed_time_s}) and when the PUT returned (or was found needless:
+    :func:`update.unchanged`); None for a dry run."""
     current = client.status()
     payload = compose(prepared, current, target.local, dashboard_url=target.dashboard_url, http_host=http_host)
     payload, the_plan = _update.lift_and_plan(current, payload, prepared.app_names)
@@ -285,12 +286,16 @@ def _deploy_steps(prepared: Prepared, client: ServeClient, target: _address.Targ
         if a.get("name") in prepared.app_names and a.get("name") in before
         and before[a.get("name")].get("deployed_app_config") != a
     }
-    try:
-        client.deploy(payload)
-    except DeployFailed as e:
-        raise DeployFailed(scrub(e.template, prepared.secrets)) from None
-    t_deploy = time.monotonic()
-    yield Step(f"deployed to {target.dashboard_url}")
+    if _update.unchanged(the_plan, payload, current, prepared.app_names):
+        t_deploy = time.monotonic()
+        yield Step(f"{target.dashboard_url} already has this config: nothing sent")
+    else:
+        try:
+            client.deploy(payload)
+        except DeployFailed as e:
+            raise DeployFailed(scrub(e.template, prepared.secrets)) from None
+        t_deploy = time.monotonic()
+        yield Step(f"deployed to {target.dashboard_url}")
     _update.record(target.dashboard_url, [a for a in payload["applications"] if a.get("name") in prepared.app_names],
                    str(prepared.source), prepared.token_refs())
     return stale, t_deploy

@@ -111,6 +111,34 @@ def remove_failed_same(client, payload: dict, current: dict, names: list[str]):
     return client.status()
 
 
+# The serve config's global options a PUT applies to a running Serve (http_options,
+# grpc_options and proxy_location are fixed once Serve started: ray.serve.schema).
+_APPLIED_GLOBALS = ("controller_options", "logging_config", "tracing_config")
+
+
+def unchanged(p: _rollout.Plan, payload: dict, current: dict, names: list[str]) -> bool:
+    """Whether PUTting ``payload`` would change nothing, so `up` can leave the
+    cluster alone: the plan is empty, each of the file's apps is deployed with
+    this very config and has not failed (Ray does not retry a failed app on the
+    same config: :func:`remove_failed_same`), and no global option a PUT applies
+    is set or changed. A PUT of the same config while Serve still builds the app
+    would restart that build ("Existing config deployment request terminated")."""
+    from llmctl.launch.serve_api import TERMINAL_BAD
+
+    if not p.empty or any(payload.get(k) is not None for k in _APPLIED_GLOBALS):
+        return False
+    if payload.get("target_capacity") != current.get("target_capacity"):
+        return False
+    apps = current.get("applications") or {}
+    for a in payload.get("applications") or []:
+        if a.get("name") not in names:
+            continue
+        cur = apps.get(a.get("name")) or {}
+        if cur.get("status") in TERMINAL_BAD or cur.get("deployed_app_config") != a:
+            return False
+    return True
+
+
 def surge_check(p: _rollout.Plan, client) -> str | None:
     """Do the rollouts' surge replicas fit in the cluster's free resources?"""
     if not any(r.surge for r in p.rollouts):
