@@ -192,6 +192,22 @@ def tiny_model(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-llama")
 
 
+@pytest.fixture(scope="session")
+def capacity_config(ray_head, tiny_model, tmp_path_factory) -> Path:
+    """gen-config's output for bench/capacity.py's 1-replica deployment (its
+    directory). tests/test_capacity_e2e.py deploys it and leaves it running;
+    tests/test_scale_e2e.py (next in the lane: ``LANE_LAST``) makes it an
+    autoscaling app in place, which saves the suite a vLLM start, and
+    deletes it."""
+    from helpers import capacity_module, run_subprocess
+
+    out = tmp_path_factory.mktemp("cap")
+    r = run_subprocess(*map(str, capacity_module().gen_config_args(tiny_model, 1, out)),
+                       env={"LLMCTL_HOME": str(ray_head.home)})
+    assert r.code == 0, r.err
+    return out
+
+
 @pytest.fixture
 def config_model(tmp_path) -> Path:
     """A model directory with only a config.json (the tiny model's shape, no
@@ -201,8 +217,20 @@ def config_model(tmp_path) -> Path:
     return make_model_dir(tmp_path / "tiny-llama")
 
 
+# The lane's modules that hold `llmctl bench` load on their engines (a closed
+# loop keeps both cores busy: tests/test_lanes.py), in the order they run, after
+# the lane's other modules. Those start engines one process at a time (about
+# one core) and fit beside the other worker's tests; run first, the loads
+# slowed those (the two-host tests took 243 s against 80 s) and the lane ended
+# alone at 60-85 % of the cores (/proc/stat samples, 2026-11-28). Capacity
+# before scale: the scale tests turn capacity's app into an autoscaling one.
+LANE_LAST = ("tests/test_capacity_e2e.py", "tests/test_scale_e2e.py", "tests/test_rollout_e2e.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """`engine` tests need vLLM's CPU build; without it they skip, saying so."""
+    """`engine` tests need vLLM's CPU build; without it they skip, saying so.
+    The modules of ``LANE_LAST`` go last, in that order (every worker
+    collects the same order)."""
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
@@ -210,6 +238,8 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "engine" in item.keywords:
                 item.add_marker(skip)
+    last = {m: i + 1 for i, m in enumerate(LANE_LAST)}
+    items.sort(key=lambda item: last.get(item.nodeid.partition("::")[0], 0))  # stable: the rest keep their order
 
 
 def _mark_name(dec) -> str:
