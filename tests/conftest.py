@@ -315,25 +315,29 @@ def in_cluster_lane(nodeid: str, marked: dict[str, set[str] | None]) -> bool:
 
 
 OWN_CLUSTER_SCOPE = "own-cluster"
+LANE_SCOPE, LANE_B_SCOPE = "cluster", "cluster-b"
+# Modules of the session head's lane that run on the other worker, with a head
+# of their own there: they deploy an app and send it a few requests (no
+# sustained load), so they fit beside the lane's engines.
+LANE_B = ("tests/test_lora_e2e.py", "tests/test_security_e2e.py")
 
 
 def pytest_xdist_make_scheduler(config, log):
     """``-n 2 --dist loadgroup`` (``make test``): the tests marked `cluster`
-    (they use the session's Ray head) run on one worker, in file order, as
-    one unit — they share that worker's head and their modules' deployed
-    apps; every other test is spread over the workers as they free up.
+    (they use the session's Ray head) run on one worker, in file order
+    (``LANE_LAST`` at the end), as one unit — they share that worker's head
+    and their modules' deployed apps; every other test is spread over the
+    workers as they free up.
 
-    The modules marked `own_cluster` (tests/test_multihost*.py: their own
-    two-host clusters in network namespaces) are a second unit, handed out
-    last: the other worker takes it once the quick tests are done, while the
-    lane's engines leave about a third of the two cores idle (measured with
-    /proc/stat samples: 62 % busy in the lane-only phase, 2026-11-28).
-
-    One lane for the session's head, not one per worker: measured on a fresh
-    clone (2 cores, 2026-11-25), two lanes with a head each took 21 min 40 s
-    against 22 min 51 s for one, because the engines are CPU-bound (each
-    end-to-end test took about twice as long beside another), and the
-    heavier load made a ray:// connection fail (tests/test_multihost.py).
+    The other worker takes, in this order: the modules marked `own_cluster`
+    (tests/test_multihost*.py: their own two-host clusters in network
+    namespaces), then ``LANE_B`` (session-head modules that start that
+    worker's own head), then the quick tests. The two-host tests are the
+    most sensitive to what runs beside them (their engines share the cores
+    with the lane's): beside the lane's bench loads they took 243-327 s
+    against 80 s beside its engine starts (2026-11-28); so they go first,
+    beside the lane's modules that only start engines, and the quick tests
+    (plain CPU work) go beside the loads.
     (pytest-xdist's own loadgroup marks the group in the test ids, which
     pytest 9 no longer lets a plugin change: ``xdist_group`` marks are
     ignored there.)"""
@@ -345,13 +349,17 @@ def pytest_xdist_make_scheduler(config, log):
 
     class ClusterTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            if nodeid.partition("::")[0] in own:
+            file = nodeid.partition("::")[0]
+            if file in own:
                 return OWN_CLUSTER_SCOPE
-            return "cluster" if in_cluster_lane(nodeid, marked) else nodeid
+            if file in LANE_B:
+                return LANE_B_SCOPE
+            return LANE_SCOPE if in_cluster_lane(nodeid, marked) else nodeid
 
         def _assign_work_unit(self, node) -> None:
-            if OWN_CLUSTER_SCOPE in self.workqueue and len(self.workqueue) > 1:
-                self.workqueue.move_to_end(OWN_CLUSTER_SCOPE)  # last
+            for scope in (LANE_B_SCOPE, OWN_CLUSTER_SCOPE, LANE_SCOPE):  # the last moved is handed out first
+                if scope in self.workqueue:
+                    self.workqueue.move_to_end(scope, last=False)
             super()._assign_work_unit(node)
 
     return ClusterTogether(config, log)

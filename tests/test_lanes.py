@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import LANE_LAST, cluster_tests, in_cluster_lane, own_cluster_modules
+from conftest import LANE_B, LANE_LAST, cluster_tests, in_cluster_lane, own_cluster_modules
 
 TESTS = Path(__file__).resolve().parent
 
@@ -60,3 +60,11 @@ def test_the_load_modules_run_last_in_the_lane_in_their_order(request):
     tail = files[len(files) - sum(f in LANE_LAST for f in files):]
     assert tail and set(tail) == set(LANE_LAST)
     assert list(dict.fromkeys(tail)) == list(LANE_LAST)
+
+
+def test_the_other_workers_head_modules_are_whole_lane_modules():
+    """LANE_B (the session-head modules the other worker runs, with its own
+    head) names whole modules of the lane, none of them a load module."""
+    marked = cluster_tests()
+    assert LANE_B and all(marked.get(m, set()) is None for m in LANE_B), LANE_B
+    assert not set(LANE_B) & set(LANE_LAST)
