@@ -192,22 +192,6 @@ def tiny_model(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-llama")
 
 
-@pytest.fixture(scope="session")
-def capacity_config(ray_head, tiny_model, tmp_path_factory) -> Path:
-    """gen-config's output for bench/capacity.py's 1-replica deployment (its
-    directory). tests/test_capacity_e2e.py deploys it and leaves it running;
-    tests/test_scale_e2e.py (next in the lane: ``LANE_LAST``) makes it an
-    autoscaling app in place, which saves the suite a vLLM start, and
-    deletes it."""
-    from helpers import capacity_module, run_subprocess
-
-    out = tmp_path_factory.mktemp("cap")
-    r = run_subprocess(*map(str, capacity_module().gen_config_args(tiny_model, 1, out)),
-                       env={"LLMCTL_HOME": str(ray_head.home)})
-    assert r.code == 0, r.err
-    return out
-
-
 @pytest.fixture
 def config_model(tmp_path) -> Path:
     """A model directory with only a config.json (the tiny model's shape, no
@@ -217,20 +201,8 @@ def config_model(tmp_path) -> Path:
     return make_model_dir(tmp_path / "tiny-llama")
 
 
-# The lane's modules that hold `llmctl bench` load on their engines (a closed
-# loop keeps both cores busy: tests/test_lanes.py), in the order they run, after
-# the lane's other modules. Those start engines one process at a time (about
-# one core) and fit beside the other worker's tests; run first, the loads
-# slowed those (the two-host tests took 243 s against 80 s) and the lane ended
-# alone at 60-85 % of the cores (/proc/stat samples, 2026-11-28). Capacity
-# before scale: the scale tests turn capacity's app into an autoscaling one.
-LANE_LAST = ("tests/test_capacity_e2e.py", "tests/test_scale_e2e.py", "tests/test_rollout_e2e.py")
-
-
 def pytest_collection_modifyitems(config, items):
-    """`engine` tests need vLLM's CPU build; without it they skip, saying so.
-    The modules of ``LANE_LAST`` go last, in that order (every worker
-    collects the same order)."""
+    """`engine` tests need vLLM's CPU build; without it they skip, saying so."""
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
@@ -238,8 +210,6 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "engine" in item.keywords:
                 item.add_marker(skip)
-    last = {m: i + 1 for i, m in enumerate(LANE_LAST)}
-    items.sort(key=lambda item: last.get(item.nodeid.partition("::")[0], 0))  # stable: the rest keep their order
 
 
 def _mark_name(dec) -> str:
@@ -316,28 +286,40 @@ def in_cluster_lane(nodeid: str, marked: dict[str, set[str] | None]) -> bool:
 
 OWN_CLUSTER_SCOPE = "own-cluster"
 LANE_SCOPE, LANE_B_SCOPE = "cluster", "cluster-b"
-# Modules of the session head's lane that run on the other worker, with a head
-# of their own there: they deploy an app and send it a few requests (no
-# sustained load), so they fit beside the lane's engines.
-LANE_B = ("tests/test_lora_e2e.py", "tests/test_security_e2e.py")
+# A module of the session head's lane that the other worker runs last, with a
+# head of its own: it deploys an app and sends it a few requests (no sustained
+# load), and ends the lane otherwise (the lane's modules run in file order).
+LANE_B = ("tests/test_security_e2e.py",)
 
 
 def pytest_xdist_make_scheduler(config, log):
     """``-n 2 --dist loadgroup`` (``make test``): the tests marked `cluster`
-    (they use the session's Ray head) run on one worker, in file order
-    (``LANE_LAST`` at the end), as one unit — they share that worker's head
-    and their modules' deployed apps; every other test is spread over the
-    workers as they free up.
+    (they use the session's Ray head) run on one worker, in file order, as
+    one unit — they share that worker's head and their modules' deployed
+    apps; every other test is spread over the workers as they free up.
 
-    The other worker takes, in this order: the modules marked `own_cluster`
-    (tests/test_multihost*.py: their own two-host clusters in network
-    namespaces), then ``LANE_B`` (session-head modules that start that
-    worker's own head), then the quick tests. The two-host tests are the
-    most sensitive to what runs beside them (their engines share the cores
-    with the lane's): beside the lane's bench loads they took 243-327 s
-    against 80 s beside its engine starts (2026-11-28); so they go first,
-    beside the lane's modules that only start engines, and the quick tests
-    (plain CPU work) go beside the loads.
+    The modules marked `own_cluster` (tests/test_multihost*.py: their own
+    two-host clusters in network namespaces) are a second unit, handed out
+    after the quick tests, and ``LANE_B`` a third, handed out last: the
+    other worker starts a head of its own for it. The lane is the suite's
+    critical path (about 15 minutes, against 10-12 for the other worker's
+    work, 2026-11-28), and the other worker's tail runs beside the lane's
+    bench loads.
+
+    Measured orders (fresh clone, 2 cores, 2026-11-28) that did worse: the
+    lane's bench-load modules last (16:22 against 14:52-16:10): the two-host
+    tests then ran beside those loads and took 327 s against 80-125 s; and
+    the two-host tests first with the quick tests after them (more than
+    16:35): the quick tests, beside the loads, took 3 to 5 times as long
+    (tests/test_interactive.py 205 s against 49 s). Beside a closed-loop
+    `bench`, every latency-bound test slows like that: vLLM's CPU engines
+    and Serve keep both cores busy, partly spinning.
+
+    One lane for the session's head, not one per worker: measured on a fresh
+    clone (2 cores, 2026-11-25), two lanes with a head each took 21 min 40 s
+    against 22 min 51 s for one, because the engines are CPU-bound (each
+    end-to-end test took about twice as long beside another), and the
+    heavier load made a ray:// connection fail (tests/test_multihost.py).
     (pytest-xdist's own loadgroup marks the group in the test ids, which
     pytest 9 no longer lets a plugin change: ``xdist_group`` marks are
     ignored there.)"""
@@ -357,9 +339,10 @@ def pytest_xdist_make_scheduler(config, log):
             return LANE_SCOPE if in_cluster_lane(nodeid, marked) else nodeid
 
         def _assign_work_unit(self, node) -> None:
-            for scope in (LANE_B_SCOPE, OWN_CLUSTER_SCOPE, LANE_SCOPE):  # the last moved is handed out first
-                if scope in self.workqueue:
-                    self.workqueue.move_to_end(scope, last=False)
+            if len(self.workqueue) > 1:
+                for scope in (OWN_CLUSTER_SCOPE, LANE_B_SCOPE):  # after every other unit, in this order
+                    if scope in self.workqueue:
+                        self.workqueue.move_to_end(scope)
             super()._assign_work_unit(node)
 
     return ClusterTogether(config, log)

@@ -45,16 +45,6 @@ def run_subprocess(*args: str, cwd: Path | None = None, env: dict | None = None,
     return Result(p.returncode, p.stdout, p.stderr)
 
 
-def capacity_module():
-    """bench/capacity.py as a module (its deployment: ``gen_config_args``, ``APP``)."""
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        import capacity
-    finally:
-        sys.path.pop(0)
-    return capacity
-
-
 def readme_python_blocks(section: str = "Python API") -> list[str]:
     """The ```python blocks of one section of the README, in order."""
     text = (REPO / "README.md").read_text(encoding="utf-8").split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]

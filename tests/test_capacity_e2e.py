@@ -15,24 +15,38 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Proc, capacity_module
+from helpers import Proc
 from test_launch import llmctl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.engine]
 ROOT = Path(__file__).resolve().parents[1]
-capacity = capacity_module()
+
+
+def _capacity_module():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import capacity
+    finally:
+        sys.path.pop(0)
+    return capacity
+
+
+capacity = _capacity_module()
 APP = capacity.APP
 
 
 @pytest.fixture(scope="module")
-def cap_app(capacity_config, ray_head):
+def cap_app(ray_head, tiny_model, tmp_path_factory):
     """The 1-replica deployment bench/capacity.py measures, generated the same
-    way (conftest's capacity_config), so that the short run (the last test)
-    finds it deployed. Left running: tests/test_scale_e2e.py, next in the
-    lane, makes it autoscale (in place) and deletes it."""
-    r = llmctl("up", next(capacity_config.glob("serve_*.yaml")), "--timeout", "600", env={"LLMCTL_HOME": str(ray_head.home)})
+    way, so that the short run (the last test) finds it deployed."""
+    out = tmp_path_factory.mktemp("cap")
+    env = {"LLMCTL_HOME": str(ray_head.home)}
+    r = llmctl(*capacity.gen_config_args(tiny_model, 1, out), env=env)
+    assert r.code == 0, r.err
+    r = llmctl("up", next(out.glob("serve_*.yaml")), "--timeout", "600", env=env)
     assert r.code == 0, (r.out, r.err)
-    return capacity_config
+    yield out
+    llmctl("down", APP, env=env)
 
 
 def _json_stream(text: str) -> list[dict]:

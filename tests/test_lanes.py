@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import LANE_B, LANE_LAST, cluster_tests, in_cluster_lane, own_cluster_modules
+from conftest import LANE_B, cluster_tests, in_cluster_lane, own_cluster_modules
 
 TESTS = Path(__file__).resolve().parent
 
@@ -47,24 +47,8 @@ def test_lane_classifier_agrees_with_pytest_marks(request):
         assert beside <= _collect("cluster")
 
 
-def test_the_load_modules_run_last_in_the_lane_in_their_order(request):
-    """LANE_LAST names whole modules of the session head's lane; collected,
-    their tests come after every other test, module by module in that order."""
-    marked = cluster_tests()
-    assert all(marked.get(m, set()) is None for m in LANE_LAST), LANE_LAST
-    files = [i.nodeid.split("::")[0] for i in request.session.items]
-    if not set(LANE_LAST) <= set(files):  # run on its own: collect the suite in a child
-        out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", str(TESTS)],
-                             capture_output=True, text=True, cwd=TESTS.parent).stdout
-        files = [line.split("::")[0] for line in out.splitlines() if "::" in line]
-    tail = files[len(files) - sum(f in LANE_LAST for f in files):]
-    assert tail and set(tail) == set(LANE_LAST)
-    assert list(dict.fromkeys(tail)) == list(LANE_LAST)
-
-
 def test_the_other_workers_head_modules_are_whole_lane_modules():
-    """LANE_B (the session-head modules the other worker runs, with its own
-    head) names whole modules of the lane, none of them a load module."""
+    """LANE_B (the session-head modules the other worker runs last, with a
+    head of its own) names whole modules of the lane."""
     marked = cluster_tests()
     assert LANE_B and all(marked.get(m, set()) is None for m in LANE_B), LANE_B
-    assert not set(LANE_B) & set(LANE_LAST)

@@ -2,11 +2,9 @@
 
 gen-config of the tiny model for the CPU build with 1–2 replicas and no hand
 edits (only a short --downscale-delay so the test can see the way back down),
-`up` onto the 1-replica app tests/test_capacity_e2e.py left running (the same
-generation with 1 replica): the plan says "in place" and no replica restarts
-(one vLLM start fewer for the suite); then `llmctl bench` above the target:
-`status` shows 2 RUNNING replicas during the load and 1 again after it. Real
-private Ray head, real vLLM CPU engines; waits poll with deadlines."""
+`up`, then `llmctl bench` above the target: `status` shows 2 RUNNING
+replicas during the load and 1 again after it. Real private Ray head, real
+vLLM CPU engines; waits poll with deadlines."""
 
 from __future__ import annotations
 
@@ -14,15 +12,12 @@ import re
 import sys
 import time
 
-import httpx
 import pytest
 
-from helpers import Proc, capacity_module
+from helpers import Proc
 from test_launch import llmctl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.engine]
-capacity = capacity_module()
-APP, MODEL = capacity.APP, "tiny-cap"
 
 
 def _llm_replicas(app: str) -> tuple[int, int | None]:
@@ -44,35 +39,23 @@ def _wait(cond, what: str, timeout: float) -> float:
     raise AssertionError(f"{what}: not within {timeout:.0f}s")
 
 
-def _replica_ids(head) -> set[str]:
-    apps = httpx.get(head.dashboard_url + "/api/serve/applications/", headers=head.headers, timeout=10).json()
-    return {r["replica_id"] for d in apps["applications"][APP]["deployments"].values() for r in d["replicas"]}
-
-
 @pytest.fixture(scope="module")
-def scale_app(ray_head, capacity_config, tiny_model, tmp_path_factory):
+def scale_app(ray_head, tiny_model, tmp_path_factory):
     out = tmp_path_factory.mktemp("scale")
     env = {"LLMCTL_HOME": str(ray_head.home)}
-    # capacity's app (deployed here if its module did not run first), then the same
-    # generation with 1-2 replicas: the autoscaling bounds change in place
-    r = llmctl("up", next(capacity_config.glob("serve_*.yaml")), "--timeout", "600", env=env)
-    assert r.code == 0, (r.out, r.err)
-    before = _replica_ids(ray_head)
-    args = [str(a) for a in capacity.gen_config_args(tiny_model, 1, out)]
-    args[args.index("--max-replicas") + 1] = "2"
-    r = llmctl(*args, "--downscale-delay", "10", env=env)
+    r = llmctl("gen-config", "--model", tiny_model, "--model-id", "tiny-scale", "--gpu", "cpu", "--min-replicas", "1",
+               "--max-replicas", "2", "--downscale-delay", "10", "--app-name", "scale_app", "--route-prefix", "/scale",
+               "--yes", "-o", out, env=env)
     assert r.code == 0, r.err
     serve = next(out.glob("serve_*.yaml"))
     r = llmctl("up", serve, "--timeout", "600", env=env)
     assert r.code == 0, (r.out, r.err)
-    assert f"{APP}: in place" in r.err and "autoscaling_config.max_replicas: 1 -> 2" in r.err, r.err
-    assert _replica_ids(ray_head) == before  # no replica restarted
     yield serve
-    llmctl("down", APP, env=env)
+    llmctl("down", "scale_app", env=env)
 
 
 def test_bench_json_counts(scale_app, cluster_home):
-    r = llmctl("bench", APP, "--requests", "6", "--concurrency", "2", "--max-tokens", "8", "--json")
+    r = llmctl("bench", "scale_app", "--requests", "6", "--concurrency", "2", "--max-tokens", "8", "--json")
     assert r.code == 0, r.err
     data = r.json()
     s = data["summary"]
@@ -81,16 +64,16 @@ def test_bench_json_counts(scale_app, cluster_home):
     assert s["prompt_tokens_mean"] > 0 and s["req_per_s"] > 0 and s["output_tokens_per_s"] > 0
     ttft = s["ttft_s"]
     assert set(ttft) == {"mean", "p50", "p90", "p95", "p99"} and 0 < ttft["p50"] <= ttft["p90"] <= ttft["p95"] <= ttft["p99"]
-    assert data["settings"]["model"] == MODEL and data["settings"]["url"].endswith("/capacity/v1")
+    assert data["settings"]["model"] == "tiny-scale" and data["settings"]["url"].endswith("/scale/v1")
     timeline = data["replicas"]
-    assert set(timeline) == {f"LLMServer:{MODEL}", "OpenAiIngress"}
-    assert all(p["running"] >= 1 for p in timeline[f"LLMServer:{MODEL}"])
-    plain = llmctl("bench", APP, "--requests", "2", "--concurrency", "1", "--max-tokens", "4", "--no-stream", "--json")
+    assert set(timeline) == {"LLMServer:tiny-scale", "OpenAiIngress"}
+    assert all(p["running"] >= 1 for p in timeline["LLMServer:tiny-scale"])
+    plain = llmctl("bench", "scale_app", "--requests", "2", "--concurrency", "1", "--max-tokens", "4", "--no-stream", "--json")
     assert plain.code == 0 and plain.json()["summary"]["output_tokens"] == 8
 
 
 def test_bench_counts_errors_without_crashing(scale_app, cluster_home):
-    r = llmctl("bench", "--url", f"{cluster_home.http}/capacity/v1", "--model", "no-such-model", "--requests", "3",
+    r = llmctl("bench", "--url", f"{cluster_home.http}/scale/v1", "--model", "no-such-model", "--requests", "3",
                "--concurrency", "1", "--json")
     assert r.code == 1, r.err  # every request failed
     s = r.json()["summary"]
@@ -99,7 +82,7 @@ def test_bench_counts_errors_without_crashing(scale_app, cluster_home):
 
 
 def test_bench_ctrl_c_prints_the_summary_so_far(scale_app, cluster_home):
-    p = Proc([sys.executable, "-m", "llmctl", "bench", APP, "--duration", "120", "--concurrency", "2", "--max-tokens", "16"])
+    p = Proc([sys.executable, "-m", "llmctl", "bench", "scale_app", "--duration", "120", "--concurrency", "2", "--max-tokens", "16"])
     # A progress line with a finished request (the first line comes before any).
     deadline = time.monotonic() + 120
     while not re.search(r"done [1-9]", p.text("err")) and time.monotonic() < deadline:
@@ -111,18 +94,18 @@ def test_bench_ctrl_c_prints_the_summary_so_far(scale_app, cluster_home):
 
 
 def test_load_scales_up_and_back_down(scale_app, cluster_home):
-    assert _llm_replicas(APP) == (1, 1)
+    assert _llm_replicas("scale_app") == (1, 1)
     # The load outlasts every wait below (it is interrupted once they pass), so
     # Serve never sees it stop while the test still expects 2 replicas.
-    load = Proc([sys.executable, "-m", "llmctl", "bench", APP, "--duration", "600", "--concurrency", "8",
+    load = Proc([sys.executable, "-m", "llmctl", "bench", "scale_app", "--duration", "600", "--concurrency", "8",
                  "--max-tokens", "200", "--json"])
     try:
-        up = _wait(lambda: _llm_replicas(APP)[1] == 2, "Serve's target 2 replicas under load", 120)
-        running = _wait(lambda: _llm_replicas(APP)[0] == 2, "2 RUNNING replicas under load", 240)
+        up = _wait(lambda: _llm_replicas("scale_app")[1] == 2, "Serve's target 2 replicas under load", 120)
+        running = _wait(lambda: _llm_replicas("scale_app")[0] == 2, "2 RUNNING replicas under load", 240)
         table = llmctl("status")
-        assert "2 RUNNING (target 2)" in table.out or _llm_replicas(APP) != (2, 2), table.out
+        assert "2 RUNNING (target 2)" in table.out or _llm_replicas("scale_app") != (2, 2), table.out
     finally:
         r = load.interrupt(timeout=60)
     assert r.code == 0, r.err
-    down = _wait(lambda: _llm_replicas(APP) == (1, 1), "back to 1 replica after the load", 240)
+    down = _wait(lambda: _llm_replicas("scale_app") == (1, 1), "back to 1 replica after the load", 240)
     print(f"\nscaling: target 2 after {up:.0f}s of load, 2 RUNNING {running:.0f}s later, back to 1 {down:.0f}s after it stopped")
