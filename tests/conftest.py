@@ -285,11 +285,6 @@ def in_cluster_lane(nodeid: str, marked: dict[str, set[str] | None]) -> bool:
 
 
 OWN_CLUSTER_SCOPE = "own-cluster"
-LANE_SCOPE, LANE_B_SCOPE = "cluster", "cluster-b"
-# A module of the session head's lane that the other worker runs last, with a
-# head of its own: it deploys an app and sends it a few requests (no sustained
-# load), and ends the lane otherwise (the lane's modules run in file order).
-LANE_B = ("tests/test_security_e2e.py",)
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -300,20 +295,23 @@ def pytest_xdist_make_scheduler(config, log):
 
     The modules marked `own_cluster` (tests/test_multihost*.py: their own
     two-host clusters in network namespaces) are a second unit, handed out
-    after the quick tests, and ``LANE_B`` a third, handed out last: the
-    other worker starts a head of its own for it. The lane is the suite's
-    critical path (about 15 minutes, against 10-12 for the other worker's
-    work, 2026-11-28), and the other worker's tail runs beside the lane's
-    bench loads.
+    last: the other worker takes it once the quick tests are done, while the
+    lane's engines leave about a third of the two cores idle (measured with
+    /proc/stat samples: 62 % busy in the lane-only phase, 2026-11-28).
 
-    Measured orders (fresh clone, 2 cores, 2026-11-28) that did worse: the
-    lane's bench-load modules last (16:22 against 14:52-16:10): the two-host
-    tests then ran beside those loads and took 327 s against 80-125 s; and
-    the two-host tests first with the quick tests after them (more than
-    16:35): the quick tests, beside the loads, took 3 to 5 times as long
-    (tests/test_interactive.py 205 s against 49 s). Beside a closed-loop
+    The lane is the suite's critical path. Three other orders, measured on a
+    fresh clone (2 cores, 2026-11-28; this one took 14:52-16:10), did worse:
+    the lane's bench-load modules last (16:22: the two-host tests then ran
+    beside those loads, 327 s against 80-125 s); the two-host tests first and
+    the quick tests after them (over 16:35: the quick tests, beside the
+    loads, took 3 to 5 times as long, tests/test_interactive.py 205 s
+    against 49 s); tests/test_security_e2e.py moved from the lane's end to
+    the other worker's, with a head of its own (17:51, an idle head with
+    one app of mine running beside; beside the lane's rollout load it took
+    320 s against 46-66 s). Beside a closed-loop
     `bench`, every latency-bound test slows like that: vLLM's CPU engines
-    and Serve keep both cores busy, partly spinning.
+    and Serve keep both cores busy, partly spinning (vLLM's workers
+    busy-poll for 1 s after each message, shm_broadcast.SpinCondition).
 
     One lane for the session's head, not one per worker: measured on a fresh
     clone (2 cores, 2026-11-25), two lanes with a head each took 21 min 40 s
@@ -331,18 +329,13 @@ def pytest_xdist_make_scheduler(config, log):
 
     class ClusterTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            file = nodeid.partition("::")[0]
-            if file in own:
+            if nodeid.partition("::")[0] in own:
                 return OWN_CLUSTER_SCOPE
-            if file in LANE_B:
-                return LANE_B_SCOPE
-            return LANE_SCOPE if in_cluster_lane(nodeid, marked) else nodeid
+            return "cluster" if in_cluster_lane(nodeid, marked) else nodeid
 
         def _assign_work_unit(self, node) -> None:
-            if len(self.workqueue) > 1:
-                for scope in (OWN_CLUSTER_SCOPE, LANE_B_SCOPE):  # after every other unit, in this order
-                    if scope in self.workqueue:
-                        self.workqueue.move_to_end(scope)
+            if OWN_CLUSTER_SCOPE in self.workqueue and len(self.workqueue) > 1:
+                self.workqueue.move_to_end(OWN_CLUSTER_SCOPE)  # last
             super()._assign_work_unit(node)
 
     return ClusterTogether(config, log)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import LANE_B, cluster_tests, in_cluster_lane, own_cluster_modules
+from conftest import cluster_tests, in_cluster_lane, own_cluster_modules
 
 TESTS = Path(__file__).resolve().parent
 
@@ -46,9 +46,3 @@ def test_lane_classifier_agrees_with_pytest_marks(request):
         assert {n.split("::")[0] for n in beside} == own
         assert beside <= _collect("cluster")
 
-
-def test_the_other_workers_head_modules_are_whole_lane_modules():
-    """LANE_B (the session-head modules the other worker runs last, with a
-    head of its own) names whole modules of the lane."""
-    marked = cluster_tests()
-    assert LANE_B and all(marked.get(m, set()) is None for m in LANE_B), LANE_B
