@@ -308,10 +308,10 @@ def pytest_xdist_make_scheduler(config, log):
     against 49 s); tests/test_security_e2e.py moved from the lane's end to
     the other worker's, with a head of its own (17:51, an idle head with
     one app of mine running beside; beside the lane's rollout load it took
-    320 s against 46-66 s). Beside a closed-loop
-    `bench`, every latency-bound test slows like that: vLLM's CPU engines
-    and Serve keep both cores busy, partly spinning (vLLM's workers
-    busy-poll for 1 s after each message, shm_broadcast.SpinCondition).
+    320 s against 46-66 s). Beside a closed-loop `bench`, every
+    latency-bound test slows like that: vLLM's CPU engines and Serve keep
+    both cores busy, partly spinning (vLLM's workers busy-poll for 1 s
+    after each message, shm_broadcast.SpinCondition).
 
     One lane for the session's head, not one per worker: measured on a fresh
     clone (2 cores, 2026-11-25), two lanes with a head each took 21 min 40 s

@@ -45,4 +45,3 @@ def test_lane_classifier_agrees_with_pytest_marks(request):
         assert {n for n in other if in_cluster_lane(n, marked)} == set()
         assert {n.split("::")[0] for n in beside} == own
         assert beside <= _collect("cluster")
-

@@ -121,9 +121,10 @@ def test_unchanged_config_is_not_sent_again(status):
     assert update.unchanged(p, payload, cur, ["a"])
     changed, p2 = put(cur, with_llm(lambda l: l["engine_kwargs"].update(max_num_seqs=8)))
     assert not update.unchanged(p2, changed, cur, ["a"])
-    failed = copy.deepcopy(cur)
-    failed["applications"]["a"]["status"] = "DEPLOY_FAILED"
-    assert not update.unchanged(p, payload, failed, ["a"])
+    for gone in ("DEPLOY_FAILED", "UNHEALTHY", "DELETING", "NOT_STARTED"):
+        other = copy.deepcopy(cur)
+        other["applications"]["a"]["status"] = gone
+        assert not update.unchanged(p, payload, other, ["a"]), gone
     assert not update.unchanged(p, dict(payload, target_capacity=50), cur, ["a"])
     assert update.unchanged(p, dict(payload, target_capacity=50), dict(cur, target_capacity=50), ["a"])
     assert not update.unchanged(p, dict(payload, logging_config={"log_level": "DEBUG"}), cur, ["a"])
@@ -131,8 +132,11 @@ def test_unchanged_config_is_not_sent_again(status):
 
 def test_every_global_option_of_a_serve_config_is_judged():
     """Each top-level field of Ray's serve config schema is either fixed once
-    Serve runs, compared, or makes `up` send the config (update.unchanged)."""
-    from ray.serve.schema import ServeDeploySchema
+    Serve runs, compared, or makes `up` send the config (update.unchanged);
+    each application state is either kept or sent again."""
+    from ray.serve.schema import ApplicationStatus, ServeDeploySchema
+
+    assert set(update._KEPT_STATES) < set(ApplicationStatus.__members__)
 
     fixed = {"proxy_location", "http_options", "grpc_options"}
     judged = fixed | {"applications", "target_capacity"} | set(update._APPLIED_GLOBALS)

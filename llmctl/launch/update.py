@@ -116,15 +116,19 @@ def remove_failed_same(client, payload: dict, current: dict, names: list[str]):
 _APPLIED_GLOBALS = ("controller_options", "logging_config", "tracing_config")
 
 
+# The app states in which the deployed config is the one Serve goes on with: not
+# failed (Ray does not retry a failed app on the same config: remove_failed_same),
+# not being deleted, not yet to start (ray.serve.schema.ApplicationStatus).
+_KEPT_STATES = ("RUNNING", "DEPLOYING")
+
+
 def unchanged(p: _rollout.Plan, payload: dict, current: dict, names: list[str]) -> bool:
     """Whether PUTting ``payload`` would change nothing, so `up` can leave the
     cluster alone: the plan is empty, each of the file's apps is deployed with
-    this very config and has not failed (Ray does not retry a failed app on the
-    same config: :func:`remove_failed_same`), and no global option a PUT applies
-    is set or changed. A PUT of the same config while Serve still builds the app
-    would restart that build ("Existing config deployment request terminated")."""
-    from llmctl.launch.serve_api import TERMINAL_BAD
-
+    this very config and is RUNNING or DEPLOYING, and no global option a PUT
+    applies is set or changed. A PUT of the same config while Serve still
+    builds the app would restart that build ("Existing config deployment
+    request terminated")."""
     if not p.empty or any(payload.get(k) is not None for k in _APPLIED_GLOBALS):
         return False
     if payload.get("target_capacity") != current.get("target_capacity"):
@@ -134,7 +138,7 @@ def unchanged(p: _rollout.Plan, payload: dict, current: dict, names: list[str]) 
         if a.get("name") not in names:
             continue
         cur = apps.get(a.get("name")) or {}
-        if cur.get("status") in TERMINAL_BAD or cur.get("deployed_app_config") != a:
+        if cur.get("status") not in _KEPT_STATES or cur.get("deployed_app_config") != a:
             return False
     return True
 
