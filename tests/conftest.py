@@ -240,43 +240,60 @@ def _test_sources() -> tuple:
     return tuple((f"{here.name}/{p.name}", ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(here.glob("test_*.py")))
 
 
-def own_cluster_modules() -> set[str]:
-    """Modules marked `own_cluster` (they start their own Ray clusters, never
-    the session's head), read from the source: ``{"tests/test_x.py"}``."""
-    return {key for key, tree in _test_sources() if "own_cluster" in _module_marks(tree)}
-
-
-def cluster_tests() -> dict[str, set[str] | None]:
-    """The tests of the session head's lane: marked `cluster` (they use the
-    session's Ray head) in a module not marked `own_cluster`, read from the
-    source: ``{"tests/test_x.py": None}`` when the module's ``pytestmark``
-    has it (every test), else the set of marked names (``test_fn``,
-    ``TestC``, ``TestC::test_m``)."""
+def _marked(mark: str) -> dict[str, set[str] | None]:
+    """The tests carrying a mark, read from the source: ``{"tests/test_x.py":
+    None}`` when the module's ``pytestmark`` has it (every test), else the set
+    of marked names (``test_fn``, ``TestC``, ``TestC::test_m``)."""
     import ast
 
     found: dict[str, set[str] | None] = {}
     for key, tree in _test_sources():
-        marks = _module_marks(tree)
-        if "own_cluster" in marks:
-            continue
-        if "cluster" in marks:
+        if mark in _module_marks(tree):
             found[key] = None
             continue
         names = set()
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                if any(_mark_name(d) == "cluster" for d in node.decorator_list):
+                if any(_mark_name(d) == mark for d in node.decorator_list):
                     names.add(node.name)
                 if isinstance(node, ast.ClassDef):
                     names |= {f"{node.name}::{m.name}" for m in node.body
-                              if isinstance(m, ast.FunctionDef) and any(_mark_name(d) == "cluster" for d in m.decorator_list)}
+                              if isinstance(m, ast.FunctionDef) and any(_mark_name(d) == mark for d in m.decorator_list)}
         if names:
             found[key] = names
     return found
 
 
-def in_cluster_lane(nodeid: str, marked: dict[str, set[str] | None]) -> bool:
-    """Whether a test id is one of ``cluster_tests()``'s."""
+def own_cluster_tests() -> dict[str, set[str] | None]:
+    """The tests marked `own_cluster` (they start Ray clusters of their own,
+    never use the session's head), as ``_marked`` reads them."""
+    return _marked("own_cluster")
+
+
+def cluster_tests() -> dict[str, set[str] | None]:
+    """The tests of the session head's lane: marked `cluster` (they use the
+    session's Ray head) and not `own_cluster`, as ``_marked`` reads them."""
+    own = own_cluster_tests()
+    found: dict[str, set[str] | None] = {}
+    for key, names in _marked("cluster").items():
+        if own.get(key, ()) is None:
+            continue  # the whole module is own_cluster
+        if names is None and key in own:
+            # every test but the own_cluster ones: listed by name from the source
+            import ast
+
+            tree = dict(_test_sources())[key]
+            names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        if key in own:
+            names = names - own[key]
+        if names is None or names:
+            found[key] = names
+    return found
+
+
+def in_lane(nodeid: str, marked: dict[str, set[str] | None]) -> bool:
+    """Whether a test id is one of ``marked``'s (``cluster_tests()``,
+    ``own_cluster_tests()``)."""
     file, _, rest = nodeid.partition("::")
     if file not in marked:
         return False
@@ -293,9 +310,10 @@ def pytest_xdist_make_scheduler(config, log):
     one unit — they share that worker's head and their modules' deployed
     apps; every other test is spread over the workers as they free up.
 
-    The modules marked `own_cluster` (tests/test_multihost*.py: their own
-    two-host clusters in network namespaces) are a second unit, handed out
-    last: the other worker takes it once the quick tests are done, while the
+    The tests marked `own_cluster` (they start clusters of their own: the
+    two-host clusters of tests/test_multihost*.py in network namespaces, the
+    L4 head of tests/test_preflight.py, the head `down --cluster` stops in
+    tests/test_cluster.py) are a second unit, handed out last: the other worker takes it once the quick tests are done, while the
     lane's engines leave about a third of the two cores idle (measured with
     /proc/stat samples: 62 % busy in the lane-only phase, 2026-11-28).
 
@@ -325,13 +343,13 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    marked, own = cluster_tests(), own_cluster_modules()
+    marked, own = cluster_tests(), own_cluster_tests()
 
     class ClusterTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            if nodeid.partition("::")[0] in own:
+            if in_lane(nodeid, own):
                 return OWN_CLUSTER_SCOPE
-            return "cluster" if in_cluster_lane(nodeid, marked) else nodeid
+            return "cluster" if in_lane(nodeid, marked) else nodeid
 
         def _assign_work_unit(self, node) -> None:
             if OWN_CLUSTER_SCOPE in self.workqueue and len(self.workqueue) > 1:

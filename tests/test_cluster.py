@@ -333,6 +333,7 @@ def test_head_exports_metrics_each_second_unless_the_user_says(monkeypatch, user
 
 
 @pytest.mark.cluster
+@pytest.mark.own_cluster
 def test_down_cluster_stops_head_by_pid(llmctl_home, monkeypatch):
     """`llmctl down --cluster` stops a head llmctl started: every process of
     its session is gone, the state file and the private temp dir removed.

@@ -2,7 +2,7 @@
 the source to run those tests on one worker, with that worker's Ray head. It
 must agree with pytest's own view of the marks, or a test that uses the
 session's head would run on the other worker and start a second head. The
-modules marked `own_cluster` run beside that lane: they must not use the
+tests marked `own_cluster` run beside that lane: they must not use the
 session's head, and keep the `cluster` mark (`make test-fast` leaves them out)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import cluster_tests, in_cluster_lane, own_cluster_modules
+from conftest import cluster_tests, in_lane, own_cluster_tests
 
 TESTS = Path(__file__).resolve().parent
 
@@ -23,25 +23,27 @@ def _collect(marker: str) -> set[str]:
 
 
 def test_lane_classifier_agrees_with_pytest_marks(request):
-    marked, own = cluster_tests(), own_cluster_modules()
-    assert own, "no module is marked own_cluster"
+    marked, own = cluster_tests(), own_cluster_tests()
+    assert own, "no test is marked own_cluster"
     items = request.session.items
     if len({i.nodeid.split("::")[0] for i in items}) == len(list(TESTS.glob("test_*.py"))):
         # the whole suite is collected (make test): pytest's own marks and fixtures, per item
         for item in items:
-            lane = in_cluster_lane(item.nodeid, marked)
+            lane = in_lane(item.nodeid, marked)
             beside = item.get_closest_marker("own_cluster") is not None
-            assert beside == (item.nodeid.split("::")[0] in own), item.nodeid
+            assert beside == in_lane(item.nodeid, own), item.nodeid
             assert lane == (item.get_closest_marker("cluster") is not None and not beside), item.nodeid
             if beside:
                 assert item.get_closest_marker("cluster") is not None, f"{item.nodeid}: own_cluster without cluster"
             if {"ray_head", "cluster_home"} & set(item.fixturenames):
                 assert lane, f"{item.nodeid} uses the session's Ray head but is not in its lane"
+                assert not beside, f"{item.nodeid} is marked own_cluster but uses the session's Ray head"
     else:  # run on its own: collect the suite in a child
         cluster, other = _collect("cluster and not own_cluster"), _collect("not cluster or own_cluster")
         beside = _collect("own_cluster")
         assert cluster and other and beside
-        assert {n for n in cluster if not in_cluster_lane(n, marked)} == set()
-        assert {n for n in other if in_cluster_lane(n, marked)} == set()
-        assert {n.split("::")[0] for n in beside} == own
+        assert {n for n in cluster if not in_lane(n, marked)} == set()
+        assert {n for n in other if in_lane(n, marked)} == set()
+        assert {n for n in beside if not in_lane(n, own)} == set()
+        assert {n for n in other - beside if in_lane(n, own)} == set()
         assert beside <= _collect("cluster")
