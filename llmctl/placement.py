@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from llmctl.builders import app_llm_configs, is_llm_app
+from llmctl.builders import app_llm_configs, ingress_deployment_name, is_llm_app, llm_deployment_name
 from llmctl.scalars import lax_int
 
 ACC_PREFIX = "accelerator_type:"
@@ -178,11 +178,11 @@ def demands(config: dict) -> list[Demand]:
             bundles, strategy = replica_bundles(llm)
             mn, mx = replica_counts(llm.get("deployment_config") or {})
             mid = (llm.get("model_loading_config") or {}).get("model_id", "?")
-            out.append(Demand(name, f"LLMServer:{mid}", bundles, strategy, mn, mx))
+            out.append(Demand(name, llm_deployment_name(mid), bundles, strategy, mn, mx))
         imn, imx = replica_counts(args.get("ingress_deployment_config") or {})
         if all(d.min_replicas == 0 for d in out if d.app == name) and llms:
             imn = 0
-        out.append(Demand(name, "OpenAiIngress", [{"CPU": 1.0}], "PACK", imn, max(imn, imx)))
+        out.append(Demand(name, ingress_deployment_name(app), [{"CPU": 1.0}], "PACK", imn, max(imn, imx)))
     return out
 
 

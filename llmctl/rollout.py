@@ -55,7 +55,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from llmctl.builders import app_llm_configs
+from llmctl.builders import app_llm_configs, ingress_deployment_name, llm_deployment_name
 from llmctl.placement import replica_bundles
 
 IN_PLACE = "in place"
@@ -83,7 +83,6 @@ RESTART_FIELDS = {
 }
 CODE_VERSION_KEYS = ("import_path", "runtime_env", "args")  # deploy_utils.get_app_code_version
 DEFAULT_ROLLING_UPDATE_PERCENTAGE = 0.2  # ray/serve/_private/constants.py
-INGRESS = "OpenAiIngress"
 
 
 @dataclass
@@ -190,16 +189,11 @@ def _is_llm_app(app: dict) -> bool:
     return any(isinstance(llm, dict) for _, llm in app_llm_configs(app))
 
 
-def deployment_name(model_id: str) -> str:
-    """Ray Serve LLM's LLMServer deployment name (core/server/builder.py ``_get_deployment_name``)."""
-    return "LLMServer:" + str(model_id).replace("/", "--").replace(".", "_")
-
-
 def _llms(app: dict) -> dict[str, dict]:
     out = {}
     for _, llm in app_llm_configs(app):
         if isinstance(llm, dict):
-            out[deployment_name((llm.get("model_loading_config") or {}).get("model_id", "?"))] = llm
+            out[llm_deployment_name((llm.get("model_loading_config") or {}).get("model_id", "?"))] = llm
     return out
 
 
@@ -226,7 +220,7 @@ def effective_options(app: dict) -> dict[str, dict]:
     for name, llm in _llms(app).items():
         out[name] = dict(llm.get("deployment_config") or {})
     if _is_llm_app(app):
-        out[INGRESS] = dict((app.get("args") or {}).get("ingress_deployment_config") or {})
+        out[ingress_deployment_name(app)] = dict((app.get("args") or {}).get("ingress_deployment_config") or {})
     for name, opts in _overrides(app).items():
         out.setdefault(name, {}).update(opts)
     return out
@@ -360,7 +354,7 @@ def _raw(app: dict) -> dict[str, Any]:
     out: dict[str, Any] = dict(_llms(app))
     args = app.get("args") or {}
     if "ingress_deployment_config" in args:
-        out[INGRESS] = args.get("ingress_deployment_config")
+        out[ingress_deployment_name(app)] = args.get("ingress_deployment_config")
     rest = {k: v for k, v in args.items() if k not in ("llm_configs", "ingress_deployment_config")}
     if rest or not _is_llm_app(app):
         out["(args)"] = rest if _is_llm_app(app) else args
@@ -384,9 +378,11 @@ def plan(status: dict, payload: dict, names: list[str], lifted: list[str] | None
             continue
         restart_all = code_key(old) != code_key(new)
         code_why = "args are part of the app's code version (serve/_private/deploy_utils.py get_app_code_version)"
-        for dep, (o, n) in _pairs(_raw(old), _raw(new)).items():
-            for path, a, b in _leaves(o, n, ""):
-                result.changes.append(Change(name, dep, path, a, b, ROLLING, code_why))
+        old_eff, new_eff = effective_options(old), effective_options(new)
+        in_args = [(dep, path, a, b) for dep, (o, n) in _pairs(_raw(old), _raw(new)).items() for path, a, b in _leaves(o, n, "")]
+        shown = [c for c in in_args if not _in_effect(c[0], c[1], old_eff, new_eff)]
+        for dep, path, a, b in shown or in_args:
+            result.changes.append(Change(name, dep, path, a, b, ROLLING, code_why))
         for key in ("import_path", "runtime_env"):
             if old.get(key) != new.get(key):
                 result.changes.append(Change(name, None, key, old.get(key), new.get(key), ROLLING,
@@ -394,7 +390,6 @@ def plan(status: dict, payload: dict, names: list[str], lifted: list[str] | None
         if old.get("route_prefix") != new.get("route_prefix"):
             result.changes.append(Change(name, None, "route_prefix", old.get("route_prefix"), new.get("route_prefix"),
                                          IN_PLACE, "replicas reconfigured (serve/_private/version.py compute_hashes)"))
-        new_eff = effective_options(new)
         deps_now = (cur or {}).get("deployments") or {}
         restart: set[str] = set(new_eff) | set(deps_now) if restart_all else set()
         for dep, (o, n) in _pairs(_overrides(old), _overrides(new)).items():
@@ -415,6 +410,21 @@ def plan(status: dict, payload: dict, names: list[str], lifted: list[str] | None
         if name not in {a.get("name", "default") for a in payload.get("applications") or []}:
             result.changes.append(Change(name, None, "", None, None, REMOVED_APP, "removed: its replicas stop"))
     return result
+
+
+def _in_effect(dep: str, path: str, old_eff: dict, new_eff: dict) -> bool:
+    """An in-place option of an LLMConfig's ``deployment_config`` that the
+    args change but a ``deployments:`` override already gave the running
+    app (an earlier in-place update kept the deployed args): its effective
+    value stays, so it is no change of its own."""
+    parts = path.split(".")
+    if parts[0] != "deployment_config" or len(parts) < 2 or _option_kind(".".join(parts[1:]))[0] != IN_PLACE:
+        return False
+    a, b = old_eff.get(dep), new_eff.get(dep)
+    for p in parts[1:]:
+        a = a.get(p) if isinstance(a, dict) else None
+        b = b.get(p) if isinstance(b, dict) else None
+    return a == b
 
 
 def _pairs(old: dict, new: dict) -> dict[str, tuple[Any, Any]]:

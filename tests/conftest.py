@@ -142,6 +142,41 @@ def _restore(name: str, value: str | None) -> None:
         os.environ[name] = value
 
 
+# One autoscaled app with an API key, shared by the modules that change it while it
+# runs and probe it: tests/test_scale_e2e.py (it scales under load, then rolls) and
+# tests/test_security_e2e.py (it refuses every request without the key). One app
+# for both saves the suite two vLLM starts (about 50 core-s each on 2 cores).
+DAY2_APP, DAY2_MODEL, DAY2_ROUTE = "day2_app", "tiny-day2", "/day2"
+
+
+@pytest.fixture(scope="session")
+def day2_app(ray_head, tiny_model, tmp_path_factory) -> dict:
+    """gen-config of the tiny model for the CPU build, 1-2 replicas, a short
+    downscale delay (so a test sees the way back down), ``--api-key-env``
+    (the key is in the head's environment only), then `up`: deployed on first
+    use, deleted at the end of the session. Its ``up`` run is kept for the
+    tests of what `up` printed."""
+    import time
+
+    from helpers import run_subprocess
+
+    out = tmp_path_factory.mktemp("day2")
+    env = {"LLMCTL_HOME": str(ray_head.home)}
+    r = run_subprocess("gen-config", "--model", tiny_model, "--model-id", DAY2_MODEL, "--gpu", "cpu",
+                       "--min-replicas", "1", "--max-replicas", "2", "--downscale-delay", "10",
+                       "--app-name", DAY2_APP, "--route-prefix", DAY2_ROUTE, "--api-key-env", TEST_API_KEY_VAR,
+                       "--yes", "-o", out, env=env)
+    assert r.code == 0, r.err
+    serve = next(out.glob("serve_*.yaml"))
+    t0 = time.monotonic()
+    up = run_subprocess("up", serve, "--timeout", "800", env=env, timeout=900)
+    assert up.code == 0, up.out + up.err
+    print(f"\nup ({DAY2_APP}, API key, 1-2 replicas) -> RUNNING: {time.monotonic() - t0:.1f}s")
+    yield {"up": up, "serve": serve, "model_config": out / "model_config" / f"{DAY2_MODEL}.yaml",
+           "http": ray_head.http + DAY2_ROUTE, "endpoint": ray_head.http + DAY2_ROUTE + "/v1"}
+    run_subprocess("down", DAY2_APP, env=env, timeout=300)
+
+
 import s3store  # noqa: E402  (tests/ is on sys.path)
 
 _S3 = s3store.plan()  # one loopback S3 store per session (per xdist worker), on a port chosen now

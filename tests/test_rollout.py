@@ -1,7 +1,7 @@
 """The update plan (issue 23, llmctl/rollout.py) against Ray Serve's
 own rules, read from the installed Ray: DeploymentConfig's update types, the
 app code version (deploy_utils.get_app_code_version), the rolling-update
-constants. No cluster: the cluster behaviour is tests/test_rollout_e2e.py."""
+constants. No cluster: the cluster behaviour is tests/test_scale_e2e.py."""
 
 from __future__ import annotations
 
@@ -173,6 +173,75 @@ def test_autoscaling_bounds_are_in_place_as_overrides_on_the_deployed_args():
     assert (c.field, c.old, c.new, c.kind) == ("deployments.autoscaling_config.max_replicas", 2, 3, rollout.IN_PLACE)
     text = "\n".join(p.lines())
     assert "a: in place" in text and "NeedsActorReconfigure" in text and "extra GPUs during the rollout: 0" in text
+
+
+def _lower_min(llm):
+    llm["deployment_config"]["autoscaling_config"]["min_replicas"] = 1
+
+
+def _lower_min_and_seqs(llm):
+    _lower_min(llm)
+    llm["engine_kwargs"]["max_num_seqs"] = 8
+
+
+def test_a_rolling_change_after_an_in_place_one_names_only_what_changes():
+    """An in-place update keeps the deployed args and sends the new bound as
+    an override; a later rolling change brings args with that bound: it is in
+    effect already, so the plan names only the engine argument (the plan named
+    min_replicas a rolling change too, seen on the CPU engine in
+    tests/test_scale_e2e.py)."""
+    a = rollout.canonical(app(), update._llm_defaults())
+    payload, p = put(deployed(a), with_llm(_lower_min))
+    assert p.kinds() == {"a": rollout.IN_PLACE}
+    now = payload["applications"][0]  # min_replicas 2 in the deployed args, 1 in the override
+    assert now["args"] == a["args"]
+    _, p = put(deployed(now, {"LLMServer:tiny": 1, "OpenAiIngress": 1}), with_llm(_lower_min_and_seqs))
+    assert p.kinds() == {"a": rollout.ROLLING}
+    assert [(c.deployment, c.field) for c in p.changes] == [("LLMServer:tiny", "engine_kwargs.max_num_seqs")]
+    assert {r.deployment for r in p.rollouts} == {"LLMServer:tiny", "OpenAiIngress"}
+
+    def more(llm):  # a bound the override does not hold yet is a change of its own
+        _lower_min_and_seqs(llm)
+        llm["deployment_config"]["autoscaling_config"]["max_replicas"] = 3
+
+    _, p = put(deployed(now), with_llm(more))
+    fields = [c.field for c in p.changes]
+    assert "engine_kwargs.max_num_seqs" in fields and "deployment_config.autoscaling_config.max_replicas" in fields
+    assert not [f for f in fields if f.endswith("min_replicas")], fields
+
+
+def test_deployment_names_are_rays():
+    """The LLMServer's name is Ray Serve LLM's own rule (run from its source:
+    importing it imports vLLM); the ingress is named after its class, so an
+    app with llmctl's API-key ingress rolls ApiKeyIngress, not an
+    OpenAiIngress it does not have (the plan listed both, seen on the CPU
+    engine); preflight's demands use the same names."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from llmctl import builders, placement
+
+    src = Path(importlib.util.find_spec("ray.llm").submodule_search_locations[0]) / "_internal/serve/core/server/builder.py"
+    fn = next(n for n in ast.parse(src.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == "_get_deployment_name")
+    fn.args.args[0].annotation, fn.returns, scope = None, None, {}
+    exec(compile(ast.Module([fn], []), str(src), "exec"), scope)
+    for mid in ("tiny", "Qwen/Qwen2.5-0.5B-Instruct", "meta-llama/Llama-3.1-8B", "a.b/c.d"):
+        assert builders.llm_deployment_name(mid) == "LLMServer:" + scope["_get_deployment_name"](SimpleNamespace(model_id=mid))
+
+    keyed = app(GPU_LLM)
+    keyed["args"]["ingress_cls_config"] = builders.ingress_cls_config(api_key_env="MY_KEY")
+    assert builders.ingress_deployment_name(keyed) == "ApiKeyIngress" == builders.INGRESS_CLS.split(":")[1]
+    assert builders.ingress_deployment_name(app()) == "OpenAiIngress"
+    assert builders.ingress_deployment_name({"args": {"ingress_cls_config": {"ingress_cls": "my.mod.Gate"}}}) == "Gate"
+    a = rollout.canonical(keyed, update._llm_defaults())
+    new = copy.deepcopy(keyed)
+    new["args"]["llm_configs"][0]["engine_kwargs"]["max_num_seqs"] = 8
+    _, p = put(deployed(a, {"LLMServer:qwen--q-0_5b": 4, "ApiKeyIngress": 1}), new)
+    assert {r.deployment for r in p.rollouts} == {"LLMServer:qwen--q-0_5b", "ApiKeyIngress"}
+    assert [(d.deployment, d.min_replicas) for d in placement.demands({"applications": [keyed]})] == \
+        [("LLMServer:qwen--q-0_5b", 4), ("ApiKeyIngress", 1)]
 
 
 def test_an_app_deployed_without_overrides_restarts_once():

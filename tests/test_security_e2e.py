@@ -1,9 +1,11 @@
 """Issue 22 end to end on the session's local head and the tiny model: an app
-generated with ``--api-key-env`` refuses every route without the key (401 in
-OpenAI's shape) and serves with it; the key reaches the ingress by reference
-only; llmctl's own calls (up's model check, bench, status) use it;
-``check --security`` passes on it (its findings on an app without a key are
-checked on the app of tests/test_fix_e2e.py, which saves a vLLM start)."""
+generated with ``--api-key-env`` (the session's shared app, conftest.day2_app,
+once tests/test_scale_e2e.py has scaled and rolled it) refuses every route
+without the key (401 in OpenAI's shape) and serves with it; the key reaches
+the ingress by reference only; llmctl's own calls (up's model check, bench,
+status) use it; ``check --security`` passes on it (its findings on an app
+without a key are checked on the app of tests/test_fix_e2e.py, which saves a
+vLLM start)."""
 
 from __future__ import annotations
 
@@ -11,23 +13,21 @@ import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
-from conftest import TEST_API_KEY as KEY, TEST_API_KEY_VAR as KEY_VAR
+from conftest import DAY2_APP as APP, DAY2_MODEL as MODEL, DAY2_ROUTE as ROUTE, TEST_API_KEY as KEY, TEST_API_KEY_VAR as KEY_VAR
 
 # a (fake) Hub token the leak checks look for: no app here holds it
 SECRET = "hf_security_check_leak_" + __import__("secrets").token_hex(12)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.engine]
 
-APP, ROUTE = "secure_app", "/secure"
 # Ray Serve LLM 2.60's OpenAI ingress routes (DEFAULT_ENDPOINTS), and vLLM-server routes it does not mount
-INGRESS_ROUTES = [("GET", "/v1/models"), ("GET", "/v1/models/tiny"), ("POST", "/v1/completions"),
+INGRESS_ROUTES = [("GET", "/v1/models"), ("GET", f"/v1/models/{MODEL}"), ("POST", "/v1/completions"),
                   ("POST", "/v1/chat/completions"), ("POST", "/v1/embeddings"), ("POST", "/v1/audio/transcriptions"),
                   ("POST", "/v1/score"), ("POST", "/tokenize"), ("POST", "/detokenize")]
 NOT_MOUNTED = [("POST", "/invocations"), ("GET", "/health"), ("GET", "/metrics"), ("GET", "/version")]
@@ -51,32 +51,24 @@ def llmctl(*args, env: dict | None = None, timeout: float = 900) -> Run:
     return Run(p.returncode, p.stdout, p.stderr)
 
 
-def gen(tiny_model, out: Path, *extra) -> Path:
-    r = llmctl("gen-config", "--model", tiny_model, "--model-id", "tiny", "--gpu", "cpu", "--min-replicas", "1",
-               "--max-replicas", "1", "--app-name", APP, "--route-prefix", ROUTE, "--yes", "--output-dir", out, *extra)
-    assert r.code == 0, r.err
-    return next(out.glob("serve_*.yaml"))
-
-
 @pytest.fixture(scope="module")
-def keyed_app(ray_head, tiny_model, tmp_path_factory):
-    env = {"LLMCTL_HOME": str(ray_head.home)}
-    serve = gen(tiny_model, tmp_path_factory.mktemp("keyed"), "--api-key-env", KEY_VAR)
+def keyed_app(day2_app, ray_head, tiny_model, tmp_path_factory):
     # a variable the head was not started with: refused before anything is deployed
-    other = gen(tiny_model, tmp_path_factory.mktemp("other"), "--api-key-env", "LLMCTL_KEY_NOT_ON_THE_HEAD")
-    refused = llmctl("up", other, env={**env, "LLMCTL_KEY_NOT_ON_THE_HEAD": "x" * 32})
+    out = tmp_path_factory.mktemp("other")
+    r = llmctl("gen-config", "--model", tiny_model, "--model-id", "tiny", "--gpu", "cpu", "--min-replicas", "1",
+               "--max-replicas", "1", "--app-name", "secure_app", "--route-prefix", "/secure", "--yes",
+               "--output-dir", out, "--api-key-env", "LLMCTL_KEY_NOT_ON_THE_HEAD")
+    assert r.code == 0, r.err
+    env = {"LLMCTL_HOME": str(ray_head.home), "LLMCTL_KEY_NOT_ON_THE_HEAD": "x" * 32}
+    refused = llmctl("up", next(out.glob("serve_*.yaml")), env=env)
     assert refused.code == 2 and "started without it" in refused.err and "LLMCTL_KEY_NOT_ON_THE_HEAD" in refused.err, refused.err
-    t0 = time.monotonic()
-    r = llmctl("up", serve, "--timeout", "800", env=env)
-    assert r.code == 0, r.out + r.err
-    print(f"\nup (API-key app) -> RUNNING: {time.monotonic() - t0:.1f}s")
-    return {"run": r, "serve": serve, "http": ray_head.http + ROUTE, "endpoint": ray_head.http + ROUTE + "/v1"}
+    return day2_app
 
 
 def _mounted_routes(base: str) -> list[tuple[str, str]]:
     """Every (method, path) in the app's OpenAPI schema (read with the key), path parameters filled."""
     schema = httpx.get(base + "/openapi.json", headers={"Authorization": f"Bearer {KEY}"}, timeout=30).json()
-    routes = [(m.upper(), p.replace("{model}", "tiny").replace("{model:path}", "tiny"))
+    routes = [(m.upper(), p.replace("{model}", MODEL).replace("{model:path}", MODEL))
               for p, ops in schema["paths"].items() for m in ops]
     return sorted(set(routes) | set(INGRESS_ROUTES) | {("GET", "/openapi.json"), ("GET", "/docs")})
 
@@ -100,9 +92,9 @@ def test_every_route_refuses_a_request_without_the_key(keyed_app):
         assert right.status_code not in (401, 403), (method, path, right.status_code)
     # with the key: the models listed, a real completion (text is random: only its shape)
     auth = {"Authorization": f"Bearer {KEY}"}
-    assert [m["id"] for m in httpx.get(base + "/v1/models", headers=auth, timeout=30).json()["data"]] == ["tiny"]
+    assert [m["id"] for m in httpx.get(base + "/v1/models", headers=auth, timeout=30).json()["data"]] == [MODEL]
     c = httpx.post(base + "/v1/chat/completions", headers=auth, timeout=120,
-                   json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+                   json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
     assert c.status_code == 200 and isinstance(c.json()["choices"][0]["message"]["content"], str)
     # Serve's proxy health checks are the proxy's own: they stay open
     root = base[: -len(ROUTE)]
@@ -125,7 +117,7 @@ def test_key_reaches_the_ingress_by_reference_only(keyed_app, cluster_home):
 
 
 def test_llmctl_uses_the_key(keyed_app, cluster_home):
-    up = keyed_app["run"]
+    up = keyed_app["up"]
     assert f'Authorization: Bearer ${KEY_VAR}' in up.out and f'os.environ["{KEY_VAR}"]' in up.out
     assert "uploaded to the cluster" in up.err and KEY not in up.out + up.err
     env = {"LLMCTL_HOME": str(cluster_home.home)}

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Optional
 
 from llmctl import lorastore
-from llmctl.builders import app_llm_configs
+from llmctl.builders import app_llm_configs, llm_deployment_name
 from llmctl.errors import UsageError
 from llmctl.launch.address import Target
 from llmctl.launch.serve_api import ServeClient
@@ -130,7 +130,7 @@ def ls(target: Target, app: str, *, log_lines: int = 3000) -> list[Listing]:
             name = d.field.split(":", 1)[1] if d.field.startswith(f"adapter {la.model_id}:") else None
             if name and d.severity == "error":
                 lst.problems.setdefault(name, []).append(d.message)
-        dep = f"LLMServer:{la.model_id}"
+        dep = llm_deployment_name(la.model_id)
         live = [r.get("replica_id") for r in ((status.get("applications") or {}).get(la.app, {}).get("deployments") or {})
                 .get(dep, {}).get("replicas", []) if r.get("state") == "RUNNING"]
         for rid in live:

@@ -308,15 +308,15 @@ def _capacity(grps, ds, llm_slots, llm_demands, wanted, rc, add_serve, place, pl
         asc = ("deployment_config", "autoscaling_config", "max_replicas" if what == "max_replicas" else "min_replicas")
         if not isinstance((llm.get("deployment_config") or {}).get("autoscaling_config"), dict):
             asc = ("deployment_config", "num_replicas")
-        if d.deployment == "OpenAiIngress":
+        if not d.deployment.startswith("LLMServer:"):  # the ingress
             # min_replicas that cannot be placed: the app never runs (an error); max_replicas: the extra stay pending
             severity, code = ("error", "k8s-capacity") if what == "min_replicas" else (None, "k8s-max-replicas")
-            add_serve(loc, f"{d.app}/OpenAiIngress: {what} {count(d)} do not fit next to the models: each needs 1 CPU and the "
+            add_serve(loc, f"{d.app}/{d.deployment}: {what} {count(d)} do not fit next to the models: each needs 1 CPU and the "
                            "pods have no CPU left (head num-cpus \"0\" puts it on the workers)", severity, code=code)
         else:
             severity, code = ("error", "k8s-capacity") if what == "min_replicas" else (None, "k8s-max-replicas")
             tail = "" if what == "min_replicas" else ": the extra replicas stay pending; the app runs"
-            add_serve(loc + asc, f"{what} {count(d)} of {d.deployment.split(':', 1)[1]} need {count(d) * gpus} GPUs "
+            add_serve(loc + asc, f"{what} {count(d)} of {(llm.get('model_loading_config') or {}).get('model_id', d.deployment)} need {count(d) * gpus} GPUs "
                                  f"({gpus} per replica) but the worker groups at {reach} hold {placed} replica(s) next to the "
                                  f"other deployments ({have}){tail}; raise the group's maxReplicas or the GPUs per pod",
                       severity, code=code)
