@@ -3,10 +3,10 @@ vLLM CPU engines), on the session's shared app (conftest.day2_app: gen-config
 with 1–2 replicas, a short --downscale-delay and an API key, no hand edits):
 
 - autoscaling that scales, proven under load (issue 8), and `llmctl bench`:
-  `bench` above the target makes `status` show 2 RUNNING replicas, and 1
-  again after it;
+  `bench` above the target makes `status` show 2 RUNNING replicas; at the
+  end, with min_replicas 1 again and no load, the app is back to 1;
 - changing the running app (issue 23) with `llmctl bench` running through
-  each update, on two replicas:
+  each update, on two replicas (min_replicas 2, in place):
   - a rolling change (an engine argument): the plan says "rolling restart"
     and names the field; 0 failed requests; an LLMServer replica serves
     throughout; every LLMServer replica replaced;
@@ -15,9 +15,10 @@ with 1–2 replicas, a short --downscale-delay and an API key, no hand edits):
   - `rollback`: the plan names the change back, the deployed config is the
     earlier one again, in place.
 
-The rollout starts where the scaling left the app (1 replica): raising
-min_replicas to 2 in place starts one more and keeps the running one.
-Waits poll with deadlines; generated text unasserted."""
+The tests run in file order on the one app: the rollout raises min_replicas
+to 2 right after the load, while the load's second replica still runs (no
+vLLM start of its own; run alone, it starts the second replica). Waits poll
+with deadlines; generated text unasserted."""
 
 from __future__ import annotations
 
@@ -59,6 +60,41 @@ def _wait(cond, what: str, timeout: float) -> float:
             return time.monotonic() - t0
         time.sleep(2)
     raise AssertionError(f"{what}: not within {timeout:.0f}s")
+
+
+def _serve(dashboard: str) -> dict:
+    """Serve's REST status, with the head's Ray token (token authentication is on)."""
+    from llmctl.launch.address import ray_token_for
+
+    return httpx.get(dashboard + "/api/serve/applications/", timeout=10,
+                     headers={"Authorization": f"Bearer {ray_token_for(dashboard)}"}).json()
+
+
+def _app(dashboard: str) -> dict:
+    return _serve(dashboard)["applications"][APP]
+
+
+def _replica_ids(dashboard: str) -> dict[str, set[str]]:
+    return {d: {r["replica_id"] for r in v["replicas"] if r["state"] == "RUNNING"}
+            for d, v in _app(dashboard)["deployments"].items()}
+
+
+def _edit(model_cfg, fn) -> None:
+    data = yaml.safe_load(model_cfg.read_text())
+    fn(data)
+    model_cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _set_min_replicas(day2_app, n: int, timeout: float = 300) -> str:
+    """min_replicas n (max_replicas 2) by `up`: in place, or nothing to send; returns `up`'s stderr (the plan)."""
+    def edit(d):
+        d["deployment_config"]["autoscaling_config"].update(min_replicas=n, max_replicas=2)
+
+    _edit(day2_app["model_config"], edit)
+    r = llmctl("up", day2_app["serve"], "--timeout", str(int(timeout)))
+    assert r.code == 0, (r.out, r.err)
+    assert "rolling restart" not in r.err and "rollout " not in r.err, r.err
+    return r.err
 
 
 # --------------------------------------------------------------------------
@@ -104,7 +140,7 @@ def test_bench_ctrl_c_prints_the_summary_so_far(day2_app, cluster_home):
     assert "interrupted" in r.out and "requests done / failed" in r.out
 
 
-def test_load_scales_up_and_back_down(day2_app, cluster_home):
+def test_load_scales_up(day2_app, cluster_home):
     assert _llm_replicas(APP) == (1, 1)
     # The load outlasts every wait below (it is interrupted once they pass), so
     # Serve never sees it stop while the test still expects 2 replicas.
@@ -118,35 +154,11 @@ def test_load_scales_up_and_back_down(day2_app, cluster_home):
     finally:
         r = load.interrupt(timeout=60)
     assert r.code == 0, r.err
-    down = _wait(lambda: _llm_replicas(APP) == (1, 1), "back to 1 replica after the load", 240)
-    print(f"\nscaling: target 2 after {up:.0f}s of load, 2 RUNNING {running:.0f}s later, back to 1 {down:.0f}s after it stopped")
+    print(f"\nscaling: target 2 after {up:.0f}s of load, 2 RUNNING {running:.0f}s later")
 
 
 # --------------------------------------------------------------------------
 # changing the running app (2 replicas)
-
-
-def _serve(dashboard: str) -> dict:
-    """Serve's REST status, with the head's Ray token (token authentication is on)."""
-    from llmctl.launch.address import ray_token_for
-
-    return httpx.get(dashboard + "/api/serve/applications/", timeout=10,
-                     headers={"Authorization": f"Bearer {ray_token_for(dashboard)}"}).json()
-
-
-def _app(dashboard: str) -> dict:
-    return _serve(dashboard)["applications"][APP]
-
-
-def _replica_ids(dashboard: str) -> dict[str, set[str]]:
-    return {d: {r["replica_id"] for r in v["replicas"] if r["state"] == "RUNNING"}
-            for d, v in _app(dashboard)["deployments"].items()}
-
-
-def _edit(model_cfg, fn) -> None:
-    data = yaml.safe_load(model_cfg.read_text())
-    fn(data)
-    model_cfg.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
 class Watch:
@@ -224,15 +236,11 @@ def test_rolling_then_in_place_then_rollback(day2_app, cluster_home, tmp_path):
     serve, model_cfg = day2_app["serve"], day2_app["model_config"]
     dash = cluster_home.dashboard_url
 
-    # 0. two replicas, in place: min_replicas 2 starts one more and keeps the running one
-    one = _replica_ids(dash)[LLM]
-    _edit(model_cfg, lambda d: d["deployment_config"]["autoscaling_config"].update(min_replicas=2))
-    r = llmctl("up", serve, "--timeout", "600")
-    assert r.code == 0, (r.out, r.err)
-    assert f"{APP}: in place" in r.err and "autoscaling_config.min_replicas: 1 -> 2" in r.err, r.err
-    _wait(lambda: len(_replica_ids(dash)[LLM]) == 2, "2 RUNNING replicas after min_replicas 2", 300)
+    # 0. two replicas: min_replicas 2, in place (the load's second replica still runs; alone, one starts)
+    plan = _set_min_replicas(day2_app, 2, timeout=600)
+    assert f"{APP}: in place" in plan and "autoscaling_config.min_replicas: 1 -> 2" in plan, plan
+    _wait(lambda: len(_replica_ids(dash)[LLM]) == 2, "2 RUNNING replicas with min_replicas 2", 300)
     before = _replica_ids(dash)
-    assert one < before[LLM]  # the running replica kept
     n0 = len(_history(APP))
 
     # 1. rolling: an engine argument
@@ -289,3 +297,12 @@ def test_rolling_then_in_place_then_rollback(day2_app, cluster_home, tmp_path):
     assert _replica_ids(dash) == after_rolling
     rows = _history(APP)
     assert len(rows) == n0 + 3 and rows[-1]["current"] and rows[-1]["source"] == f"rollback to {n0 + 1}", rows
+
+
+def test_back_to_one_replica_without_load(day2_app, cluster_home):
+    """The way back down: min_replicas 1 again (in place), no load: Serve
+    stops the second replica after the downscale delay."""
+    plan = _set_min_replicas(day2_app, 1)
+    assert f"{APP}: in place" in plan and "autoscaling_config.min_replicas: 2 -> 1" in plan, plan
+    down = _wait(lambda: _llm_replicas(APP) == (1, 1), "back to 1 replica with min_replicas 1 and no load", 240)
+    print(f"\nscaling: back to 1 replica {down:.0f}s after min_replicas 1")
