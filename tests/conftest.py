@@ -366,6 +366,13 @@ def pytest_xdist_make_scheduler(config, log):
     both cores busy, partly spinning (vLLM's workers busy-poll for 1 s
     after each message, shm_broadcast.SpinCondition).
 
+    With the autoscaling, rollout and API-key tests on one app (2026-11-28:
+    14:18-14:33 on a fresh clone, setup included), the two workers end
+    together (the lane at 824 s, the other at 822 s): the two-host tests
+    beside the lane's last loads took 195-335 s (tests/test_multihost_security.py,
+    about 100 s beside engine starts), so moving lane work to the other
+    worker no longer shortens the run; only less work in both does.
+
     One lane for the session's head, not one per worker: measured on a fresh
     clone (2 cores, 2026-11-25), two lanes with a head each took 21 min 40 s
     against 22 min 51 s for one, because the engines are CPU-bound (each
