@@ -316,7 +316,8 @@ def _capacity(grps, ds, llm_slots, llm_demands, wanted, rc, add_serve, place, pl
         else:
             severity, code = ("error", "k8s-capacity") if what == "min_replicas" else (None, "k8s-max-replicas")
             tail = "" if what == "min_replicas" else ": the extra replicas stay pending; the app runs"
-            add_serve(loc + asc, f"{what} {count(d)} of {(llm.get('model_loading_config') or {}).get('model_id', d.deployment)} need {count(d) * gpus} GPUs "
+            model = (llm.get("model_loading_config") or {}).get("model_id", d.deployment)
+            add_serve(loc + asc, f"{what} {count(d)} of {model} need {count(d) * gpus} GPUs "
                                  f"({gpus} per replica) but the worker groups at {reach} hold {placed} replica(s) next to the "
                                  f"other deployments ({have}){tail}; raise the group's maxReplicas or the GPUs per pod",
                       severity, code=code)
