@@ -154,27 +154,36 @@ def day2_app(ray_head, tiny_model, tmp_path_factory) -> dict:
     """gen-config of the tiny model for the CPU build, 1-2 replicas, a short
     downscale delay (so a test sees the way back down), ``--api-key-env``
     (the key is in the head's environment only), then `up`: deployed on first
-    use, deleted at the end of the session. Its ``up`` run is kept for the
-    tests of what `up` printed."""
+    use, gone with the session's head (no `down` of its own: the head stops
+    right after the last test). Its ``up`` run is kept for the tests of what
+    `up` printed."""
+    import subprocess
+    import sys
     import time
 
-    from helpers import run_subprocess
+    from helpers import Result
+
+    def cli(*args, timeout: float = 300) -> Result:
+        """llmctl without the key in its environment: it lives in the head's only."""
+        env = {k: v for k, v in os.environ.items() if k != TEST_API_KEY_VAR}
+        env["LLMCTL_HOME"] = str(ray_head.home)
+        p = subprocess.run([sys.executable, "-m", "llmctl", *map(str, args)], env=env, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=timeout)
+        return Result(p.returncode, p.stdout, p.stderr)
 
     out = tmp_path_factory.mktemp("day2")
-    env = {"LLMCTL_HOME": str(ray_head.home)}
-    r = run_subprocess("gen-config", "--model", tiny_model, "--model-id", DAY2_MODEL, "--gpu", "cpu",
+    r = cli("gen-config", "--model", tiny_model, "--model-id", DAY2_MODEL, "--gpu", "cpu",
                        "--min-replicas", "1", "--max-replicas", "2", "--downscale-delay", "10",
                        "--app-name", DAY2_APP, "--route-prefix", DAY2_ROUTE, "--api-key-env", TEST_API_KEY_VAR,
-                       "--yes", "-o", out, env=env)
+                       "--yes", "-o", out)
     assert r.code == 0, r.err
     serve = next(out.glob("serve_*.yaml"))
     t0 = time.monotonic()
-    up = run_subprocess("up", serve, "--timeout", "800", env=env, timeout=900)
+    up = cli("up", serve, "--timeout", "800", timeout=900)
     assert up.code == 0, up.out + up.err
     print(f"\nup ({DAY2_APP}, API key, 1-2 replicas) -> RUNNING: {time.monotonic() - t0:.1f}s")
-    yield {"up": up, "serve": serve, "model_config": out / "model_config" / f"{DAY2_MODEL}.yaml",
-           "http": ray_head.http + DAY2_ROUTE, "endpoint": ray_head.http + DAY2_ROUTE + "/v1"}
-    run_subprocess("down", DAY2_APP, env=env, timeout=300)
+    return {"up": up, "serve": serve, "model_config": out / "model_config" / f"{DAY2_MODEL}.yaml",
+            "http": ray_head.http + DAY2_ROUTE, "endpoint": ray_head.http + DAY2_ROUTE + "/v1"}
 
 
 import s3store  # noqa: E402  (tests/ is on sys.path)

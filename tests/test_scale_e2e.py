@@ -44,6 +44,7 @@ LLM = f"LLMServer:{MODEL}"
 
 
 def _llm_replicas(app: str) -> tuple[int, int | None]:
+    """(RUNNING, target) of the app's LLMServer, as `llmctl status --json` shows them."""
     st = llmctl("status", "--json").json()
     for a in st["applications"]:
         if a["name"] == app:
@@ -51,6 +52,16 @@ def _llm_replicas(app: str) -> tuple[int, int | None]:
                 if d["name"].startswith("LLMServer:"):
                     return d["replicas"].get("RUNNING", 0), d["target_replicas"]
     return 0, None
+
+
+def _rest_replicas(dashboard: str) -> tuple[int, int | None]:
+    """The same from Serve's REST answer, in this process: what the waits poll
+    (a `status` process every 2 s cost about a core-second each beside the load)."""
+    try:
+        dep = _app(dashboard)["deployments"].get(LLM) or {}
+    except (httpx.HTTPError, KeyError):
+        return 0, None
+    return sum(r["state"] == "RUNNING" for r in dep.get("replicas", [])), dep.get("target_num_replicas")
 
 
 def _wait(cond, what: str, timeout: float) -> float:
@@ -147,8 +158,9 @@ def test_load_scales_up(day2_app, cluster_home):
     load = Proc([sys.executable, "-m", "llmctl", "bench", APP, "--duration", "600", "--concurrency", "8",
                  "--max-tokens", "200", "--json"])
     try:
-        up = _wait(lambda: _llm_replicas(APP)[1] == 2, "Serve's target 2 replicas under load", 120)
-        running = _wait(lambda: _llm_replicas(APP)[0] == 2, "2 RUNNING replicas under load", 240)
+        dash = cluster_home.dashboard_url
+        up = _wait(lambda: _rest_replicas(dash)[1] == 2, "Serve's target 2 replicas under load", 120)
+        running = _wait(lambda: _rest_replicas(dash)[0] == 2, "2 RUNNING replicas under load", 240)
         table = llmctl("status")
         assert "2 RUNNING (target 2)" in table.out or _llm_replicas(APP) != (2, 2), table.out
     finally:
@@ -304,5 +316,6 @@ def test_back_to_one_replica_without_load(day2_app, cluster_home):
     stops the second replica after the downscale delay."""
     plan = _set_min_replicas(day2_app, 1)
     assert f"{APP}: in place" in plan and "autoscaling_config.min_replicas: 2 -> 1" in plan, plan
-    down = _wait(lambda: _llm_replicas(APP) == (1, 1), "back to 1 replica with min_replicas 1 and no load", 240)
+    down = _wait(lambda: _rest_replicas(cluster_home.dashboard_url) == (1, 1), "back to 1 replica with min_replicas 1 and no load", 240)
+    assert _llm_replicas(APP) == (1, 1)  # and `status` says so
     print(f"\nscaling: back to 1 replica {down:.0f}s after min_replicas 1")
