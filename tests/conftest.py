@@ -376,8 +376,9 @@ def pytest_xdist_make_scheduler(config, log):
     after each message, shm_broadcast.SpinCondition).
 
     With the autoscaling, rollout and API-key tests on one app (2026-11-28:
-    14:18-14:33 on a fresh clone, setup included), the two workers end
-    together (the lane at 824 s, the other at 822 s): the two-host tests
+    12:59-14:57 on a fresh clone, setup included), the two workers end
+    together (the lane at 824 s, the other at 822 s; 749 s and 730 s in the
+    12:59 run): the two-host tests
     beside the lane's last loads took 195-335 s (tests/test_multihost_security.py,
     about 100 s beside engine starts), so moving lane work to the other
     worker no longer shortens the run; only less work in both does.
