@@ -149,6 +149,21 @@ def _restore(name: str, value: str | None) -> None:
 DAY2_APP, DAY2_MODEL, DAY2_ROUTE = "day2_app", "tiny-day2", "/day2"
 
 
+def llmctl_without_key(*args, env: dict | None = None, timeout: float = 900):
+    """llmctl in a subprocess (stdin not a terminal) without the endpoint's API
+    key in its environment: the key lives in the head's environment only."""
+    import subprocess
+    import sys
+
+    from helpers import Result
+
+    full = {k: v for k, v in os.environ.items() if k != TEST_API_KEY_VAR}
+    full.update(env or {})
+    p = subprocess.run([sys.executable, "-m", "llmctl", *map(str, args)], env=full, stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=timeout)
+    return Result(p.returncode, p.stdout, p.stderr)
+
+
 @pytest.fixture(scope="session")
 def day2_app(ray_head, tiny_model, tmp_path_factory) -> dict:
     """gen-config of the tiny model for the CPU build, 1-2 replicas, a short
@@ -157,19 +172,10 @@ def day2_app(ray_head, tiny_model, tmp_path_factory) -> dict:
     use, gone with the session's head (no `down` of its own: the head stops
     right after the last test). Its ``up`` run is kept for the tests of what
     `up` printed."""
-    import subprocess
-    import sys
     import time
 
-    from helpers import Result
-
-    def cli(*args, timeout: float = 300) -> Result:
-        """llmctl without the key in its environment: it lives in the head's only."""
-        env = {k: v for k, v in os.environ.items() if k != TEST_API_KEY_VAR}
-        env["LLMCTL_HOME"] = str(ray_head.home)
-        p = subprocess.run([sys.executable, "-m", "llmctl", *map(str, args)], env=env, stdin=subprocess.DEVNULL,
-                           capture_output=True, text=True, timeout=timeout)
-        return Result(p.returncode, p.stdout, p.stderr)
+    def cli(*args, timeout: float = 300):
+        return llmctl_without_key(*args, env={"LLMCTL_HOME": str(ray_head.home)}, timeout=timeout)
 
     out = tmp_path_factory.mktemp("day2")
     r = cli("gen-config", "--model", tiny_model, "--model-id", DAY2_MODEL, "--gpu", "cpu",
@@ -315,24 +321,9 @@ def own_cluster_tests() -> dict[str, set[str] | None]:
 
 
 def cluster_tests() -> dict[str, set[str] | None]:
-    """The tests of the session head's lane: marked `cluster` (they use the
-    session's Ray head) and not `own_cluster`, as ``_marked`` reads them."""
-    own = own_cluster_tests()
-    found: dict[str, set[str] | None] = {}
-    for key, names in _marked("cluster").items():
-        if own.get(key, ()) is None:
-            continue  # the whole module is own_cluster
-        if names is None and key in own:
-            # every test but the own_cluster ones: listed by name from the source
-            import ast
-
-            tree = dict(_test_sources())[key]
-            names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-        if key in own:
-            names = names - own[key]
-        if names is None or names:
-            found[key] = names
-    return found
+    """The tests marked `cluster`, as ``_marked`` reads them: those not also
+    `own_cluster` use the session's Ray head (``in_head_lane``)."""
+    return _marked("cluster")
 
 
 def in_lane(nodeid: str, marked: dict[str, set[str] | None]) -> bool:
@@ -343,6 +334,11 @@ def in_lane(nodeid: str, marked: dict[str, set[str] | None]) -> bool:
         return False
     names = marked[file]
     return names is None or rest.split("[", 1)[0] in names or rest.split("::", 1)[0] in names
+
+
+def in_head_lane(nodeid: str, cluster: dict[str, set[str] | None], own: dict[str, set[str] | None]) -> bool:
+    """Whether a test uses the session's Ray head: marked `cluster`, not `own_cluster`."""
+    return in_lane(nodeid, cluster) and not in_lane(nodeid, own)
 
 
 OWN_CLUSTER_SCOPE = "own-cluster"
@@ -357,9 +353,10 @@ def pytest_xdist_make_scheduler(config, log):
     The tests marked `own_cluster` (they start clusters of their own: the
     two-host clusters of tests/test_multihost*.py in network namespaces, the
     L4 head of tests/test_preflight.py, the head `down --cluster` stops in
-    tests/test_cluster.py) are a second unit, handed out last: the other worker takes it once the quick tests are done, while the
-    lane's engines leave about a third of the two cores idle (measured with
-    /proc/stat samples: 62 % busy in the lane-only phase, 2026-11-28).
+    tests/test_cluster.py) are a second unit, handed out last: the other
+    worker takes it once the quick tests are done, while the lane's engines
+    leave about a third of the two cores idle (measured with /proc/stat
+    samples: 62 % busy in the lane-only phase, 2026-11-28).
 
     The lane is the suite's critical path. Three other orders, measured on a
     fresh clone (2 cores, 2026-11-28; this one took 14:52-16:10), did worse:
@@ -378,10 +375,10 @@ def pytest_xdist_make_scheduler(config, log):
     With the autoscaling, rollout and API-key tests on one app (2026-11-28:
     12:59-14:57 on a fresh clone, setup included), the two workers end
     together (the lane at 824 s, the other at 822 s; 749 s and 730 s in the
-    12:59 run): the two-host tests
-    beside the lane's last loads took 195-335 s (tests/test_multihost_security.py,
-    about 100 s beside engine starts), so moving lane work to the other
-    worker no longer shortens the run; only less work in both does.
+    12:59 run): beside the lane's last loads, tests/test_multihost_security.py
+    took 195-335 s (about 100 s beside engine starts), so moving lane work
+    to the other worker no longer shortens the run; only less work in both
+    does.
 
     One lane for the session's head, not one per worker: measured on a fresh
     clone (2 cores, 2026-11-25), two lanes with a head each took 21 min 40 s
@@ -401,7 +398,7 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             if in_lane(nodeid, own):
                 return OWN_CLUSTER_SCOPE
-            return "cluster" if in_lane(nodeid, marked) else nodeid
+            return "cluster" if in_head_lane(nodeid, marked, own) else nodeid
 
         def _assign_work_unit(self, node) -> None:
             if OWN_CLUSTER_SCOPE in self.workqueue and len(self.workqueue) > 1:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import cluster_tests, in_lane, own_cluster_tests
+from conftest import cluster_tests, in_head_lane, in_lane, own_cluster_tests
 
 TESTS = Path(__file__).resolve().parent
 
@@ -29,7 +29,7 @@ def test_lane_classifier_agrees_with_pytest_marks(request):
     if len({i.nodeid.split("::")[0] for i in items}) == len(list(TESTS.glob("test_*.py"))):
         # the whole suite is collected (make test): pytest's own marks and fixtures, per item
         for item in items:
-            lane = in_lane(item.nodeid, marked)
+            lane = in_head_lane(item.nodeid, marked, own)
             beside = item.get_closest_marker("own_cluster") is not None
             assert beside == in_lane(item.nodeid, own), item.nodeid
             assert lane == (item.get_closest_marker("cluster") is not None and not beside), item.nodeid
@@ -42,8 +42,8 @@ def test_lane_classifier_agrees_with_pytest_marks(request):
         cluster, other = _collect("cluster and not own_cluster"), _collect("not cluster or own_cluster")
         beside = _collect("own_cluster")
         assert cluster and other and beside
-        assert {n for n in cluster if not in_lane(n, marked)} == set()
-        assert {n for n in other if in_lane(n, marked)} == set()
+        assert {n for n in cluster if not in_head_lane(n, marked, own)} == set()
+        assert {n for n in other if in_head_lane(n, marked, own)} == set()
         assert {n for n in beside if not in_lane(n, own)} == set()
         assert {n for n in other - beside if in_lane(n, own)} == set()
         assert beside <= _collect("cluster")

@@ -9,17 +9,13 @@ vLLM start)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
 from conftest import DAY2_APP as APP, DAY2_MODEL as MODEL, DAY2_ROUTE as ROUTE, TEST_API_KEY as KEY, TEST_API_KEY_VAR as KEY_VAR
+from conftest import llmctl_without_key as llmctl
 
 # a (fake) Hub token the leak checks look for: no app here holds it
 SECRET = "hf_security_check_leak_" + __import__("secrets").token_hex(12)
@@ -31,24 +27,6 @@ INGRESS_ROUTES = [("GET", "/v1/models"), ("GET", f"/v1/models/{MODEL}"), ("POST"
                   ("POST", "/v1/chat/completions"), ("POST", "/v1/embeddings"), ("POST", "/v1/audio/transcriptions"),
                   ("POST", "/v1/score"), ("POST", "/tokenize"), ("POST", "/detokenize")]
 NOT_MOUNTED = [("POST", "/invocations"), ("GET", "/health"), ("GET", "/metrics"), ("GET", "/version")]
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-    def json(self):
-        return json.loads(self.out)
-
-
-def llmctl(*args, env: dict | None = None, timeout: float = 900) -> Run:
-    full = {k: v for k, v in os.environ.items() if k != KEY_VAR}  # the key lives in the head's environment only
-    full.update(env or {})
-    p = subprocess.run([sys.executable, "-m", "llmctl", *map(str, args)], env=full, stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True, timeout=timeout)
-    return Run(p.returncode, p.stdout, p.stderr)
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +114,7 @@ def test_llmctl_uses_the_key(keyed_app, cluster_home):
     assert withkey.code == 0 and withkey.json()["summary"]["done"] == 1, withkey.err
 
 
-def _rows(run: Run) -> list[dict]:
+def _rows(run) -> list[dict]:
     return run.json()["rows"]
 
 
