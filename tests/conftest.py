@@ -352,11 +352,14 @@ def pytest_xdist_make_scheduler(config, log):
 
     The tests marked `own_cluster` (they start clusters of their own: the
     two-host clusters of tests/test_multihost*.py in network namespaces, the
-    L4 head of tests/test_preflight.py, the head `down --cluster` stops in
-    tests/test_cluster.py) are a second unit, handed out last: the other
-    worker takes it once the quick tests are done, while the lane's engines
-    leave about a third of the two cores idle (measured with /proc/stat
-    samples: 62 % busy in the lane-only phase, 2026-11-28).
+    head `down --cluster` stops in tests/test_cluster.py) are a second unit,
+    handed out last: the other worker takes it once the quick tests are
+    done, while the lane's engines leave about a third of the two cores idle
+    (measured with /proc/stat samples: 62 % busy in the lane-only phase,
+    2026-11-28). The L4 head of tests/test_preflight.py stays in the lane:
+    at the end of that unit it started beside the lane's bench loads and
+    timed out once in six runs ("The current node timed out during
+    startup", 2026-11-28).
 
     The lane is the suite's critical path. Three other orders, measured on a
     fresh clone (2 cores, 2026-11-28; this one took 14:52-16:10), did worse:

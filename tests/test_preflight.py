@@ -117,7 +117,6 @@ def l4_head(tmp_path_factory):
 
 
 @pytest.mark.cluster
-@pytest.mark.own_cluster
 @pytest.mark.parametrize("tp,mx,code,needle", [
     (1, 1, 0, "OK: the cluster can start it"),
     (4, 1, 2, "min_replicas 1 cannot start on this cluster: needs GPU 4 per replica"),
@@ -179,7 +178,6 @@ def test_version_guard_judges_a_clusters_ray_by_its_own_pin(cluster_vllm, fragme
 
 
 @pytest.mark.cluster
-@pytest.mark.own_cluster
 def test_up_learns_a_remote_clusters_versions_and_leaves_no_job(l4_head):
     """What `up --address` says about a cluster llmctl did not start (the l4 head runs this venv)."""
     from llmctl.launch.deploy import cluster_versions_steps
