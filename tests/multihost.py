@@ -106,27 +106,51 @@ class TwoHosts:
         env.update(extra or {})
         return env
 
-    def _start(self, role: str, args: list[str], env: dict | None) -> None:
+    def _start(self, role: str, args: list[str], env: dict | None, ok, what: str, timeout: float = 120) -> None:
+        """``ray start`` in the role's namespace, until ``ok()``. Tried once more,
+        waiting twice as long, when it exits or is not ready in time: on a busy
+        machine the raylet can miss Ray's fixed 30 s registration window ("The
+        current node timed out during startup"), as llmctl's own head start does."""
         ray = str(Path(sys.executable).parent / "ray")
-        log = open(self.tmp / f"{role}.log", "w")
-        temp = self.tmp / role[0]
-        temp.mkdir()
-        self.procs[role] = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns[role], ray, "start", "--block", "--temp-dir", str(temp),
-             "--disable-usage-stats", "--log-style", "record", *args],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self._env(env), start_new_session=True)
+        for attempt in (1, 2):
+            log = open(self.tmp / f"{role}.log", "w")
+            temp = self.tmp / f"{role[0]}{attempt}"
+            temp.mkdir()
+            self.procs[role] = subprocess.Popen(
+                ["ip", "netns", "exec", self.ns[role], ray, "start", "--block", "--temp-dir", str(temp),
+                 "--disable-usage-stats", "--log-style", "record", *args],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self._env(env), start_new_session=True)
+            try:
+                return self._wait(ok, what, timeout * attempt)
+            except (RuntimeError, TimeoutError):
+                if attempt == 2:
+                    raise
+                self._kill_session(self.procs.pop(role))
+
+    @staticmethod
+    def _kill_session(p: subprocess.Popen) -> None:
+        """Every process of a failed ``ray start`` (its session: start_new_session)."""
+        import psutil
+
+        for q in psutil.process_iter():
+            try:
+                if os.getsid(q.pid) == p.pid:
+                    q.kill()
+            except (ProcessLookupError, psutil.Error, OSError):
+                pass
+        p.wait(timeout=30)
 
     def start_head(self, num_cpus: int = 2, env: dict | None = None) -> None:
         self._start("head", ["--head", "--node-ip-address", self.head_ip, "--port", str(self.GCS_PORT),
                              "--dashboard-host", self.head_ip, "--dashboard-port", str(self.DASHBOARD_PORT),
-                             "--num-cpus", str(num_cpus), "--num-gpus", "0"], env)
-        self._wait(lambda: httpx.get(f"{self.dashboard_url}/api/version", timeout=2, headers=self.headers).status_code == 200,
-                   "head dashboard", 120)
+                             "--num-cpus", str(num_cpus), "--num-gpus", "0"], env,
+                    lambda: httpx.get(f"{self.dashboard_url}/api/version", timeout=2, headers=self.headers).status_code == 200,
+                    "head dashboard")
 
     def start_worker(self, resources: dict[str, float], num_cpus: int = 3, env: dict | None = None) -> None:
         self._start("worker", ["--address", f"{self.head_ip}:{self.GCS_PORT}", "--node-ip-address", self.worker_ip,
-                               "--num-cpus", str(num_cpus), "--num-gpus", "0", "--resources", json.dumps(resources)], env)
-        self._wait(lambda: len(self.alive_nodes()) == 2, "worker node ALIVE", 120)
+                               "--num-cpus", str(num_cpus), "--num-gpus", "0", "--resources", json.dumps(resources)], env,
+                    lambda: len(self.alive_nodes()) == 2, "worker node ALIVE")
 
     def alive_nodes(self) -> list[str]:
         data = httpx.get(f"{self.dashboard_url}/api/v0/nodes?detail=1", timeout=5, headers=self.headers).json()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import Proc
-from test_launch import llmctl
+from helpers import llmctl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.engine]
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ def _json_stream(text: str) -> list[dict]:
 
 
 def _engines() -> list[dict]:
-    r = llmctl("status", "--metrics", "--json", timeout=120)
+    r = llmctl("status", "--metrics", "--json")
     assert r.code in (0, 1), r.err
     return r.json()["engines"]
 

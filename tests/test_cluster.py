@@ -426,3 +426,41 @@ def test_a_dashboard_that_does_not_answer_is_a_timeout_not_no_cluster(tmp_path):
     with pytest.raises(ClusterUnreachable) as e:
         serve_api.ServeClient(f"http://127.0.0.1:{port}", timeout=0.5).status()
     assert e.value.exit_code == 3
+
+
+def test_a_head_that_fails_to_start_is_retried_once_with_twice_the_wait(llmctl_home, monkeypatch):
+    """Ray's raylet has a fixed 30 s to register (``ray/_private/node.py``); on a
+    busy machine it can miss it and ``ray start`` exits. The start is tried once
+    more, waiting twice as long. Stand-ins for ``ray start``: the first exits
+    with Ray's message, the second answers the dashboard's route only after
+    1.5 s, longer than the 1 s given (so only the doubled wait catches it)."""
+    import sys
+
+    server = (
+        "import http.server, sys, time; time.sleep(1.5)\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        self.send_response(200); self.end_headers(); self.wfile.write(b'{}')\n"
+        "    def log_message(self, *a): pass\n"
+        "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n"
+    )
+    failing = "print('Exception: The current node timed out during startup.'); raise SystemExit(1)"
+    commands = []
+
+    def fake(ports, *_args, **_kw):
+        cmd = [sys.executable, "-c", failing] if not commands else [sys.executable, "-c", server, str(ports["dashboard"])]
+        commands.append(cmd)
+        return cmd
+
+    monkeypatch.setattr(cluster, "_head_command", fake)
+    state = cluster.start_head(num_cpus=1, timeout=1)
+    try:
+        assert len(commands) == 2 and cluster.load_state().pid == state.pid
+    finally:
+        assert not cluster.stop_head(state).remaining
+
+    commands.clear()
+    monkeypatch.setattr(cluster, "_head_command", lambda *a, **k: commands.append(1) or [sys.executable, "-c", failing])
+    with pytest.raises(Exception, match=r"(?s)did not start \(2 attempts\).*timed out during startup"):
+        cluster.start_head(num_cpus=1, timeout=1)
+    assert len(commands) == 2 and cluster.load_state() is None

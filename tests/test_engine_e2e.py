@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from helpers import serve_file
-from test_launch import llmctl
+from helpers import llmctl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.engine]
 

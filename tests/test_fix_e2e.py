@@ -17,7 +17,7 @@ import httpx
 import pytest
 import yaml
 
-from test_launch import cpu_llm, llmctl, write_app
+from helpers import cpu_llm, llmctl, write_app
 
 pytestmark = [pytest.mark.cluster, pytest.mark.engine]
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from llmctl.kuberay import diff as kd
-from test_launch import llmctl
+from helpers import llmctl
 
 SAMPLES = Path(__file__).parent / "data" / "kuberay_samples"
 

@@ -1,49 +1,63 @@
-"""`make test`'s scheduler (tests/conftest.py) reads the `cluster` marks from
-the source to run those tests on one worker, with that worker's Ray head. It
-must agree with pytest's own view of the marks, or a test that uses the
-session's head would run on the other worker and start a second head. The
-tests marked `own_cluster` run beside that lane: they must not use the
-session's head, and keep the `cluster` mark (`make test-fast` leaves them out)."""
+"""`make test` runs two plain pytest lanes side by side (Makefile): the tests
+on the session's Ray head (``-m "cluster and not own_cluster"``, one process,
+file order), and the rest (``-m "not cluster"``, then ``-m own_cluster``: the
+tests that start clusters of their own). The lanes are pytest's own mark
+expressions; what must hold for them to split the suite, each test once, is
+checked at collection (conftest.lane_errors) and here on the whole suite."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
-from conftest import cluster_tests, in_head_lane, in_lane, own_cluster_tests
+from conftest import HEAD_LANE, lane_errors
 
 TESTS = Path(__file__).resolve().parent
 
 
-def _collect(marker: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                          "-m", marker, str(TESTS)], capture_output=True, text=True, cwd=TESTS.parent).stdout
-    return {line for line in out.splitlines() if "::" in line}
+def _collect(marker: str, *paths: Path, cwd: Path = TESTS.parent) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "-m", marker, *map(str, paths)], capture_output=True, text=True, cwd=cwd)
 
 
-def test_lane_classifier_agrees_with_pytest_marks(request):
-    marked, own = cluster_tests(), own_cluster_tests()
-    assert own, "no test is marked own_cluster"
-    items = request.session.items
-    if len({i.nodeid.split("::")[0] for i in items}) == len(list(TESTS.glob("test_*.py"))):
-        # the whole suite is collected (make test): pytest's own marks and fixtures, per item
-        for item in items:
-            lane = in_head_lane(item.nodeid, marked, own)
-            beside = item.get_closest_marker("own_cluster") is not None
-            assert beside == in_lane(item.nodeid, own), item.nodeid
-            assert lane == (item.get_closest_marker("cluster") is not None and not beside), item.nodeid
-            if beside:
-                assert item.get_closest_marker("cluster") is not None, f"{item.nodeid}: own_cluster without cluster"
-            if {"ray_head", "cluster_home"} & set(item.fixturenames):
-                assert lane, f"{item.nodeid} uses the session's Ray head but is not in its lane"
-                assert not beside, f"{item.nodeid} is marked own_cluster but uses the session's Ray head"
-    else:  # run on its own: collect the suite in a child
-        cluster, other = _collect("cluster and not own_cluster"), _collect("not cluster or own_cluster")
-        beside = _collect("own_cluster")
-        assert cluster and other and beside
-        assert {n for n in cluster if not in_head_lane(n, marked, own)} == set()
-        assert {n for n in other if in_head_lane(n, marked, own)} == set()
-        assert {n for n in beside if not in_lane(n, own)} == set()
-        assert {n for n in other - beside if in_lane(n, own)} == set()
-        assert beside <= _collect("cluster")
+def test_this_runs_items_keep_the_lane_rules(request):
+    """The lanes are pytest's mark expressions; with the rules of
+    conftest.lane_errors they split the suite, each test once (under `make
+    test` each lane's collection is checked by the same hook)."""
+    assert lane_errors(request.session.items) == []
+
+
+def test_a_test_in_the_wrong_lane_is_refused_at_collection(tmp_path):
+    """A test that uses the session's head without the `cluster` mark would run
+    in the other lane and start a second head; pytest refuses to collect it."""
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(f"""
+        import importlib.util, sys
+        sys.path.insert(0, {str(TESTS)!r})
+        spec = importlib.util.spec_from_file_location("suite_conftest", {str(TESTS / "conftest.py")!r})
+        suite = sys.modules["suite_conftest"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(suite)
+        pytest_collection_modifyitems = suite.pytest_collection_modifyitems
+    """))
+    (tmp_path / "test_wrong.py").write_text(textwrap.dedent("""
+        import pytest
+
+        def test_unmarked(cluster_home):
+            pass
+
+        @pytest.mark.own_cluster
+        def test_own_without_cluster():
+            pass
+    """))
+    p = _collect("not cluster", tmp_path, cwd=tmp_path)
+    assert p.returncode != 0
+    out = p.stdout + p.stderr
+    assert "test_unmarked: uses the session's Ray head" in out and "test_own_without_cluster: marked own_cluster without cluster" in out
+
+
+def test_the_head_lane_refuses_xdist_workers(tmp_path):
+    """Plain `pytest -n 2` on the head lane would start one head per worker: refused, saying what to run."""
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "-m", HEAD_LANE,
+                        str(TESTS / "test_cluster.py")], capture_output=True, text=True, cwd=TESTS.parent, timeout=300)
+    assert p.returncode != 0 and "make test-head" in p.stdout + p.stderr, p.stdout[-2000:] + p.stderr[-2000:]

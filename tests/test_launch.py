@@ -16,69 +16,16 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
-from helpers import Proc
+from helpers import Proc, cpu_llm, llmctl, write_app
 
 pytestmark = [pytest.mark.cluster, pytest.mark.engine]
 
 from conftest import TEST_TOKEN as SECRET  # in the shared head's environment (conftest.ray_head)
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-    seconds: float
-
-    def json(self):
-        return json.loads(self.out)
-
-
-def llmctl(*args, timeout: float = 600, env: dict | None = None) -> Run:
-    """The real entry point in a subprocess, stdin not a terminal."""
-    full = dict(os.environ)
-    full.update(env or {})
-    t0 = time.monotonic()
-    p = subprocess.run(
-        [sys.executable, "-m", "llmctl", *map(str, args)],
-        env=full, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
-    return Run(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
-
-
-def write_app(root: Path, app: str, route: str, llm: dict) -> Path:
-    """A serve file of gen-config's shape: absolute path to model_config/<id>.yaml."""
-    mid = llm["model_loading_config"]["model_id"]
-    (root / "model_config").mkdir(parents=True, exist_ok=True)
-    mc = root / "model_config" / f"{mid}.yaml"
-    mc.write_text(yaml.safe_dump(llm, sort_keys=False))
-    serve = root / f"serve_{app}.yaml"
-    serve.write_text(
-        yaml.safe_dump(
-            {"applications": [{"name": app, "route_prefix": route, "import_path": "ray.serve.llm:build_openai_app",
-                               "args": {"llm_configs": [str(mc)]}}]},
-            sort_keys=False,
-        )
-    )  # fmt: skip
-    return serve
-
-
-def cpu_llm(model_id: str, source: str, **extra) -> dict:
-    cfg = {
-        "model_loading_config": {"model_id": model_id, "model_source": source},
-        "engine_kwargs": {"tensor_parallel_size": 1, "dtype": "float32", "enforce_eager": True,
-                          "max_model_len": 512, "kv_cache_memory_bytes": 67108864},
-        "placement_group_config": {"bundles": [{"CPU": 1}]},
-        "deployment_config": {"autoscaling_config": {"min_replicas": 1, "max_replicas": 1}},
-    }  # fmt: skip
-    cfg.update(extra)
-    return cfg
 
 
 def post(url: str, body: dict, timeout: float = 60) -> tuple[int, bytes]:

@@ -243,7 +243,7 @@ def test_lora_failure_diagnoses(text, code, needle, changes):
 
 def test_local_adapter_check_before_push(tiny_model, tiny_loras):
     from llmctl.launch.lora import check_local_adapter
-    from test_launch import cpu_llm
+    from helpers import cpu_llm
 
     llm = cpu_llm("tiny", str(tiny_model), engine_kwargs={"enable_lora": True, "max_lora_rank": 8})
     assert check_local_adapter(tiny_loras["adapter-a"], llm, "adapter-a") == []

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from helpers import serve_file
-from test_launch import llmctl
+from helpers import llmctl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.engine]
 

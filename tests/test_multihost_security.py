@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from multihost import NoNamespaces, TwoHosts
-from test_launch import llmctl
+from helpers import llmctl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.own_cluster, pytest.mark.engine]
 

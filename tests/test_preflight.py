@@ -16,7 +16,7 @@ from llmctl import compat
 from llmctl.launch import preflight as P
 
 from helpers import make_model_dir
-from test_launch import llmctl, write_app
+from helpers import llmctl, write_app
 
 
 def _gpu_llm(tp: int, mn: int = 1, mx: int = 1, acc: str = "L4", source: str = "/models/x") -> dict:

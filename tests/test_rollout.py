@@ -370,7 +370,7 @@ def test_status_shows_a_rollout_in_progress():
 
 
 def test_dry_run_starts_no_head_and_bad_input_is_one_line(config_model, tmp_path, llmctl_home):
-    from test_launch import llmctl
+    from helpers import llmctl
 
     r = llmctl("gen-config", "--model", config_model, "--model-id", "tiny", "--gpu", "cpu", "--yes", "-o", tmp_path)
     assert r.code == 0, r.err

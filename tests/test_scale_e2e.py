@@ -36,7 +36,7 @@ import yaml
 from conftest import DAY2_APP as APP, DAY2_MODEL as MODEL, DAY2_ROUTE, TEST_API_KEY
 from helpers import Proc
 from llmctl.launch.serve_api import summarize
-from test_launch import llmctl
+from helpers import llmctl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.engine]
 

@@ -321,15 +321,19 @@ def start_head(
     """Start a private Ray head and record it in the state file.
 
     Raises LlmctlError if one is already running (use :func:`running_state`)
-    or if Ray does not come up; retries with another port block when Ray
-    reports a port clash.
+    or if Ray does not come up. Retries with another port block when Ray
+    reports a port clash, and once more with twice the wait when the head
+    failed otherwise: on a busy machine Ray's raylet can miss Ray's own fixed
+    30 s registration window ("The current node timed out during startup",
+    ``ray/_private/node.py``), and the next start usually makes it.
     """
     if running_state() is not None:
         raise LlmctlError(f"a local cluster is already running (state: {state_path()}); stop it with `llmctl down --cluster`")
     clear_state()
     num_cpus = default_num_cpus() if num_cpus is None else num_cpus
-    last_error = ""
-    for _attempt in range(3):
+    errors: list[str] = []
+    slow_retry = False
+    for _attempt in range(4):
         ports = pick_ports()
         temp_dir = tempfile.mkdtemp(prefix="llmctl-", dir=temp_root or _short_tmp())
         log_file = os.path.join(temp_dir, "ray-start.log")
@@ -374,14 +378,18 @@ def start_head(
                 save_state(state)
                 return state
             time.sleep(0.25)
-        # Failed: collect the reason, clean up, maybe retry on a port clash.
+        # Failed: collect the reason, clean up, retry on a port clash or once when slow.
         tail = _tail(log_file, 15)
+        if proc.poll() is None:
+            tail += f"\n(not answering after {timeout:.0f} s)"
         stop_head(state, timeout=5)
-        last_error = tail
+        errors.append(tail)
         if "port" in tail.lower() and ("in use" in tail.lower() or "used by" in tail.lower()):
             continue
-        break
-    raise LlmctlError("the local Ray head did not start:\n" + last_error)
+        if slow_retry:
+            break
+        slow_retry, timeout = True, timeout * 2
+    raise LlmctlError(f"the local Ray head did not start ({len(errors)} attempts); the last said:\n" + errors[-1])
 
 
 def _short_tmp() -> str:
