@@ -33,7 +33,7 @@ setup: $(VENV)/.llmctl-setup
 
 ## test: set up and run the whole suite as two plain pytest lanes side by side (each output line names its lane)
 test: setup
-	@$(MAKE) --no-print-directory -k -j2 -Oline test-head test-rest
+	@$(MAKE) --no-print-directory -k -j2 test-head test-rest
 
 ## test-head: the tests on one private Ray head (marked cluster, not own_cluster), one process, in file order
 test-head: setup

@@ -16,6 +16,10 @@ The Python API is the core the CLI itself calls (nothing here prints):
   returns the result (endpoint, model ids), progress to an optional
   ``on_event`` callback; :func:`status` — a report, as ``llmctl status``;
   :func:`down` — delete apps (and the local head), as ``llmctl down``;
+- :func:`history` — what llmctl deployed of each app, as ``llmctl history``;
+  :func:`rollback` — redeploy an entry of it, as ``llmctl rollback``;
+- every function that talks to a cluster takes ``address`` and
+  ``ray_token_env`` (the variable holding a token-auth cluster's Ray token);
 - :func:`iter_up`, :func:`iter_down` — the same as generators of progress
   events (:class:`llmctl.launch.Step`, :class:`~llmctl.launch.Progress`)
   ending in the result, for a progress display of your own.
@@ -43,6 +47,8 @@ _API = {
     "bench": ("llmctl.loadgen", "bench"),
     "sweep": ("llmctl.loadsweep", "sweep"),
     "capacity": ("llmctl.planner", "capacity"),
+    "history": ("llmctl.launch.rollback", "history"),
+    "rollback": ("llmctl.launch.rollback", "rollback"),
 }
 
 __all__ = ["__version__", *_API]
@@ -54,6 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llmctl.planner import capacity  # noqa: F401
     from llmctl.launch.deploy import iter_up, up  # noqa: F401
     from llmctl.launch.operate import down, iter_down, status  # noqa: F401
+    from llmctl.launch.rollback import history, rollback  # noqa: F401
     from llmctl.planner import plan  # noqa: F401
     from llmctl.validate.files import validate_paths as validate_files  # noqa: F401
 

@@ -379,13 +379,16 @@ def cpu_probe(dashboard: Optional[str]):
     return local_cpu_seconds(dashboard) if dashboard else None
 
 
-def replica_sampler(dashboard_url: str, app: str) -> Callable[[], list[ReplicaSample]]:
+def replica_sampler(dashboard_url: str, app: str, ray_token_env: Optional[str] = None) -> Callable[[], list[ReplicaSample]]:
     """Each LLM deployment's RUNNING / target replicas of ``app``, from Serve's REST API."""
+    from llmctl.launch.address import ray_token_for
     from llmctl.launch.serve_api import ServeClient, summarize
+
+    token = ray_token_for(dashboard_url, ray_token_env)
 
     def sample() -> list[ReplicaSample]:
         out = []
-        with ServeClient(dashboard_url, timeout=10) as client:
+        with ServeClient(dashboard_url, timeout=10, token=token) as client:
             st = client.status()
         for a in summarize(st, client.url):
             if a.name != app:
@@ -415,10 +418,12 @@ def bench(
     rate: Optional[float] = None,
     seed: int = 0,
     api_key_env: Optional[str] = None,
+    ray_token_env: Optional[str] = None,
 ) -> BenchResult:
     """Load an app's OpenAI endpoint (found through status, or ``url``) and
     return what was measured, with the replica timeline. ``requests`` or
-    ``duration`` bounds the run (default: 5 × concurrency requests)."""
+    ``duration`` bounds the run (default: 5 × concurrency requests).
+    ``ray_token_env``: the variable holding a remote cluster's Ray token."""
     for name, v in (("concurrency", concurrency), ("prompt_tokens", prompt_tokens), ("max_tokens", max_tokens)):
         if v is None or v < 1:
             raise UsageError(f"{param(name)}: must be a positive integer (got {v})", param=name)
@@ -430,9 +435,9 @@ def bench(
         raise UsageError(f"{param('duration')}: must be a positive number of seconds (got {duration:g})", param="duration")
     if requests is None and duration is None:
         requests = 5 * concurrency
-    headers = endpoint_headers(app, url, address, api_key_env)
-    base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address, headers)
+    headers = endpoint_headers(app, url, address, api_key_env, ray_token_env)
+    base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address, headers, ray_token_env)
     settings = BenchSettings(base, chosen, concurrency, requests, duration, prompt_tokens, max_tokens, stream, rate, seed)
-    sample = replica_sampler(dashboard, app_name) if dashboard and app_name else None
+    sample = replica_sampler(dashboard, app_name, ray_token_env) if dashboard and app_name else None
     cpu = cpu_probe(dashboard)
     return asyncio.run(run_hold(settings, stop or threading.Event(), sample, on_progress, interval, cpu, headers))

@@ -33,6 +33,7 @@ def sweep(
     api_key_env: Optional[str] = None,
     repeat: int = 1,
     warmup: float = 0.0,
+    ray_token_env: Optional[str] = None,
 ) -> dict[str, Any]:
     """``bench --sweep``: each step of ``steps`` (llmctl.perf.slo.Sweep:
     concurrencies or request rates) held for ``duration`` seconds, one after
@@ -62,9 +63,9 @@ def sweep(
     if warmup is None or not 0 <= warmup < duration:
         raise UsageError(f"{param('warmup')}: must be at least 0 and less than {param('duration')} ({duration:g} s); got {warmup}",
                          param="warmup")
-    headers = endpoint_headers(app, url, address, api_key_env)
-    base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address, headers)
-    sample = replica_sampler(dashboard, app_name) if dashboard and app_name else None
+    headers = endpoint_headers(app, url, address, api_key_env, ray_token_env)
+    base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address, headers, ray_token_env)
+    sample = replica_sampler(dashboard, app_name, ray_token_env) if dashboard and app_name else None
     cpu = cpu_probe(dashboard)
     stop = stop or threading.Event()
     out_steps: list[dict[str, Any]] = []
@@ -108,7 +109,7 @@ def sweep(
         "started": started, "ended": time.time(), "interrupted": stop.is_set(),
         "slo": slo.to_json() if slo is not None else None,
         "steps": out_steps, "replicas": timeline, "inflight": inflight,
-        "provenance": provenance(dashboard, app_name, dashboard_headers(dashboard)),
+        "provenance": provenance(dashboard, app_name, dashboard_headers(dashboard, ray_token_env)),
     }
     if slo is not None:
         result["max_rate_within_slo"] = max_rate_within(out_steps, slo)

@@ -29,12 +29,9 @@ config and safetensors headers, upload one. boto3 is imported lazily.
 from __future__ import annotations
 
 import json
-import os
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 from llmctl.sources import env_ref
 
@@ -137,33 +134,39 @@ def effective_env(env_vars: dict[str, Any], node_env: Optional[dict[str, str]], 
     return se
 
 
-_ENV_LOCK = threading.Lock()
+# botocore's logical config names and the variables it reads them from
+# (botocore/configprovider.py, BOTOCORE_DEFAUT_SESSION_VARIABLES): set on the
+# session from the replica's settings, None where the replica has none.
+_CONFIG_VARS = {"region": "AWS_DEFAULT_REGION", "profile": "AWS_PROFILE", "endpoint_url": "AWS_ENDPOINT_URL",
+                "config_file": "AWS_CONFIG_FILE", "credentials_file": "AWS_SHARED_CREDENTIALS_FILE"}
 
 
-@contextmanager
-def _aws_environ(values: dict[str, str]) -> Iterator[None]:
-    """os.environ holding exactly these AWS_* values while botocore reads it."""
-    with _ENV_LOCK:
-        saved = {k: os.environ.get(k) for k in AWS_VARS}
-        try:
-            for k in AWS_VARS:
-                os.environ.pop(k, None)
-            os.environ.update(values)
-            yield
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+def session(se: StoreEnv):
+    """A boto3 session resolved from exactly the replica's AWS settings, the
+    way botocore resolves them from an environment, without this process's
+    ``os.environ``: the config variables are set on the session (unset ones
+    as None, so this shell's values never stand in), and the credential chain
+    reads its environment provider from ``se.values``."""
+    import boto3
+    import botocore.session
+    from botocore.credentials import EnvProvider
+
+    bs = botocore.session.Session()
+    for name, var in _CONFIG_VARS.items():
+        value = se.values.get(var)
+        if value is not None or name not in ("config_file", "credentials_file"):  # unset: botocore's default files
+            bs.set_config_variable(name, value)
+    resolver = bs.get_component("credential_provider")
+    resolver.remove("env")
+    resolver.insert_before(resolver.providers[0].METHOD, EnvProvider(environ=dict(se.values)))
+    return boto3.session.Session(botocore_session=bs)
 
 
 def client(se: StoreEnv, *, timeout: float = 5.0):
     """A boto3 S3 client resolved from these settings the way the replica's is
-    (same environment variables, botocore's rules), with short timeouts and
-    no retries so a dead endpoint fails fast."""
+    (:func:`session`), with short timeouts and no retries so a dead endpoint
+    fails fast."""
     try:
-        import boto3
         from botocore.config import Config
     except ImportError as e:  # pragma: no cover - boto3 is a dependency
         raise StoreError("other", f"boto3 is needed to read an s3:// store ({e})") from None
@@ -171,10 +174,9 @@ def client(se: StoreEnv, *, timeout: float = 5.0):
 
     for name in ("botocore", "boto3", "s3transfer"):  # Ray's logging setup would print their INFO lines
         logging.getLogger(name).setLevel(logging.WARNING)
-    with _aws_environ(se.values):
-        session = boto3.session.Session()
-        return session.client("s3", config=Config(connect_timeout=timeout, read_timeout=timeout,
-                                                  retries={"max_attempts": 1, "mode": "standard"}))
+    return session(se).client("s3", endpoint_url=se.endpoint,
+                              config=Config(connect_timeout=timeout, read_timeout=timeout,
+                                            retries={"max_attempts": 1, "mode": "standard"}))
 
 
 def classify(e: Exception, se: StoreEnv) -> StoreError:

@@ -381,9 +381,11 @@ def test_dry_run_starts_no_head_and_bad_input_is_one_line(config_model, tmp_path
     assert "no local Ray head runs" in r.err and not (llmctl_home / "cluster.json").exists()
     j = llmctl("up", serve, "--dry-run", "--json")
     assert j.code == 0 and j.json()["apps"] == {"llm_app": rollout.NEW_APP}
-    for args in (["history"], ["rollback", "llm_app"]):
+    for args in (["history"], ["rollback", "llm_app", "--yes"]):
         r = llmctl(*args)
         assert r.code == 3 and r.err.count("\n") == 1 and "Traceback" not in r.err, (args, r.err)
+    r = llmctl("rollback", "llm_app")  # no terminal and no --yes: refused before anything else
+    assert r.code == 2 and "--yes" in r.err and r.err.count("\n") == 1, r.err
 
 
 def test_confirmation_only_on_a_terminal_and_only_for_a_running_app(monkeypatch):

@@ -298,11 +298,14 @@ def test_rolling_then_in_place_then_rollback(day2_app, cluster_home, tmp_path):
     # 3. history and rollback
     rows = _history(APP)
     assert len(rows) == n0 + 2 and rows[-1]["current"] and "max_replicas" in rows[-1]["diff"]
+    refused = llmctl("rollback", APP, "--timeout", "300")  # no terminal, no --yes: refused, nothing changes
+    assert refused.code == 2 and "--yes" in refused.err, (refused.out, refused.err)
+    assert _app(dash)["deployments"][LLM]["deployment_config"]["autoscaling_config"]["max_replicas"] == 3
     dry = llmctl("rollback", APP, "--dry-run")
     assert dry.code == 0, dry.err
     print("\n$ llmctl rollback --dry-run\n" + dry.out + "\n$ llmctl history\n" + llmctl("history", APP).out)
     assert f"{APP}: in place" in dry.out and "autoscaling_config.max_replicas: 3 -> 2" in dry.out, dry.out
-    r = llmctl("rollback", APP, "--timeout", "300")
+    r = llmctl("rollback", APP, "--yes", "--timeout", "300")
     assert r.code == 0, (r.out, r.err)
     assert f"{APP}: in place" in r.err and f"rolling {APP} back to entry {n0 + 1}" in r.err
     assert _app(dash)["deployed_app_config"] == config_rolled  # back to the config before the in-place change

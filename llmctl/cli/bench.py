@@ -104,7 +104,7 @@ def bench_cmd(
         raise UsageError("--warmup: applies to the steps of a sweep; add --sweep STEPS (e.g. --sweep 1,2,4,8 --duration 30 --warmup 5)")
     if sweep:
         _sweep_cmd(app_name, model, sweep, duration, slo_obj, prompt_tokens, max_tokens, concurrency, url, address,
-                   json_out, output, report, api_key_env, repeat, warmup)
+                   json_out, output, report, api_key_env, repeat, warmup, ray_token_env)
         return
     if rate is not None and rate <= 0:
         raise UsageError(f"--rate: must be a positive number of requests per second (got {rate:g})")
@@ -134,7 +134,8 @@ def bench_cmd(
     try:
         res = bench(app_name, model=model, url=url, address=address, concurrency=concurrency, requests=requests,
                     duration=duration, prompt_tokens=prompt_tokens, max_tokens=max_tokens, stream=not no_stream,
-                    stop=stop, on_progress=None if json_out else progress, rate=rate, api_key_env=api_key_env)
+                    stop=stop, on_progress=None if json_out else progress, rate=rate, api_key_env=api_key_env,
+                    ray_token_env=ray_token_env)
     finally:
         signal.signal(signal.SIGINT, previous)
         if live is not None:
@@ -155,8 +156,8 @@ def bench_cmd(
         single = _as_sweep(data, res)
         from llmctl.launch.endpoint import dashboard_headers
 
-        dashboard, app = _dashboard_app(app_name, url, address)
-        single["provenance"] = provenance(dashboard, app, dashboard_headers(dashboard))
+        dashboard, app = _dashboard_app(app_name, url, address, ray_token_env)
+        single["provenance"] = provenance(dashboard, app, dashboard_headers(dashboard, ray_token_env))
         written = write_report(single, report)
         err.print(f"report: {written['index']}", markup=False, highlight=False)
     if json_out:
@@ -183,13 +184,13 @@ def _write_json(path: Path, data: Any) -> None:
     err.print(f"wrote {path}", markup=False, highlight=False)
 
 
-def _dashboard_app(app_name, url, address):
+def _dashboard_app(app_name, url, address, ray_token_env):
     if url:
         return None, None
     try:
         from llmctl.launch.endpoint import resolve_endpoint
 
-        _, _, dashboard, app = resolve_endpoint(app_name, None, None, address)
+        _, _, dashboard, app = resolve_endpoint(app_name, None, None, address, ray_token_env=ray_token_env)
         return dashboard, app
     except Exception:  # noqa: BLE001 - provenance is optional
         return None, None
@@ -217,7 +218,7 @@ def _step_line(i: int, res) -> str:
 
 
 def _sweep_cmd(app_name, model, sweep_text, duration, slo_obj, prompt_tokens, max_tokens, concurrency, url, address,
-               json_out, output, report, api_key_env=None, repeat=1, warmup=0.0) -> None:
+               json_out, output, report, api_key_env=None, repeat=1, warmup=0.0, ray_token_env=None) -> None:
     from rich.table import Table
 
     from llmctl.loadsweep import sweep
@@ -239,7 +240,7 @@ def _sweep_cmd(app_name, model, sweep_text, duration, slo_obj, prompt_tokens, ma
         data = sweep(app_name, steps=steps, duration=duration, slo=slo_obj, model=model, url=url, address=address,
                      prompt_tokens=prompt_tokens, max_tokens=max_tokens, max_concurrency=max(concurrency, 1),
                      stop=stop, on_step=None if json_out else on_step,
-                     api_key_env=api_key_env, repeat=repeat, warmup=warmup)
+                     api_key_env=api_key_env, repeat=repeat, warmup=warmup, ray_token_env=ray_token_env)
     finally:
         signal.signal(signal.SIGINT, previous)
     if output is not None:

@@ -31,7 +31,7 @@ def check_cmd(
     will get (endpoint, region, credentials) and every adapter in it is checked
     against the model (rank, base model, target modules)."""
     if security:
-        _security(file, address, api_key_env, json_out)
+        _security(file, address, api_key_env, json_out, ray_token_env)
         return
     if file is None:
         from llmctl.errors import UsageError
@@ -48,7 +48,7 @@ def check_cmd(
     from llmctl.launch.versions import report
     from llmctl.validate import load_deployable
 
-    target = resolve_target(address)
+    target = resolve_target(address, ray_token_env)
     config = load_deployable(file, local_node=target.is_local)
     with ServeClient(target.dashboard_url, token=target.ray_token) as client:
         res = preflight.check(config, client)
@@ -91,12 +91,12 @@ def check_cmd(
 
 
 
-def _security(app_name, address, api_key_env, json_out) -> None:
+def _security(app_name, address, api_key_env, json_out, ray_token_env) -> None:
     from rich.table import Table
 
     from llmctl.launch.security import security_check
 
-    rep = security_check(app_name, address=address, api_key_env=api_key_env)
+    rep = security_check(app_name, address=address, api_key_env=api_key_env, ray_token_env=ray_token_env)
     if json_out:
         print_json(rep.to_json())
     else:

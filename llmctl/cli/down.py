@@ -25,7 +25,7 @@ def down_cmd(
     from llmctl import launch
 
     res = None
-    for ev in launch.iter_down(app_name, address=address, stop_cluster=cluster, timeout=timeout):
+    for ev in launch.iter_down(app_name, address=address, stop_cluster=cluster, timeout=timeout, ray_token_env=ray_token_env):
         if isinstance(ev, launch.Step):
             err.print(cli_text(ev.text), markup=False)
         else:

@@ -10,13 +10,14 @@ from typing_extensions import Annotated
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
 from llmctl.cli.flags import cli_text
-from llmctl.cli.options import AddressOpt, JsonOpt
+from llmctl.cli.options import AddressOpt, JsonOpt, RayTokenEnvOpt
 
 
 @app.command("history")
 def history_cmd(
     app_name: Annotated[Optional[str], typer.Argument(metavar="APP", help="Application (default: every one with a history on the cluster).")] = None,
     address: AddressOpt = None,
+    ray_token_env: RayTokenEnvOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """List the configs llmctl deployed of each app on the cluster: number, time, what changed."""
@@ -24,7 +25,7 @@ def history_cmd(
 
     from llmctl.launch.rollback import history
 
-    rows = history(app_name, address=address)
+    rows = history(app_name, address=address, ray_token_env=ray_token_env)
     if json_out:
         print_json({name: [r.to_json() for r in rs] for name, rs in rows.items()})
         return
@@ -48,20 +49,31 @@ def rollback_cmd(
     app_name: Annotated[str, typer.Argument(metavar="APP", help="Application to roll back.", show_default=False)],
     to: Annotated[Optional[int], typer.Option("--to", metavar="N", help="History entry to redeploy (default: the newest one that differs from what runs; see `llmctl history APP`).")] = None,
     address: AddressOpt = None,
+    ray_token_env: RayTokenEnvOpt = None,
     timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="Seconds to wait for RUNNING.")] = 900.0,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply the plan without asking.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Redeploy an earlier config of APP from its history; the plan is shown first."""
+    """Redeploy an earlier config of APP from its history; the plan is shown first.
+
+    Without a terminal to confirm on, it applies only with --yes (a CI job
+    never redeploys an old config by accident); --dry-run shows the plan."""
+    import sys
+
     from llmctl.cli.up import _confirm_on_terminal, drive
     from llmctl.cli.views import ProgressView, print_ready
+    from llmctl.errors import UsageError
     from llmctl.launch.rollback import iter_rollback
 
+    if not (yes or dry_run or (sys.stdin.isatty() and sys.stdout.isatty())):
+        raise UsageError("--yes: no terminal to confirm the rollback on; pass --yes to apply it "
+                         "(or --dry-run to see its plan first)", param="yes")
     view = ProgressView()
     try:
         result = drive(iter_rollback(app_name, to=to, address=address, timeout=timeout, dry_run=dry_run,
-                                     confirm=None if yes or dry_run else _confirm_on_terminal),
+                                     confirm=None if yes or dry_run else _confirm_on_terminal,
+                                     ray_token_env=ray_token_env),
                        view, dry_run=dry_run, json_out=json_out)
     finally:
         view.close()

@@ -28,7 +28,7 @@ def logs_cmd(
 
     if lines < 0:
         raise UsageError(f"--lines must be >= 0 (got {lines})")
-    target = resolve_target(address)
+    target = resolve_target(address, ray_token_env)
     if follow:
         follow_logs(target, app_name, lines)
         return

@@ -29,7 +29,7 @@ def ls_cmd(
     from llmctl.launch.address import resolve_target
     from llmctl.launch.lora import ls
 
-    listings = ls(resolve_target(address), app_name)
+    listings = ls(resolve_target(address, ray_token_env), app_name)
     if json_out:
         print_json({"models": [lst.to_json() for lst in listings]})
     for lst in [] if json_out else listings:
@@ -82,7 +82,7 @@ def push_cmd(
     if not sep or not app_name or not name:
         raise UsageError(f"APP/NAME: expected an application and an adapter name, e.g. llm_app/{directory.name}")
     try:
-        res = push(resolve_target(address), directory, app_name, name, model=model, force=force)
+        res = push(resolve_target(address, ray_token_env), directory, app_name, name, model=model, force=force)
     except UsageError as e:
         if "force pushes it anyway" in e.message:
             raise UsageError(e.message.replace("force pushes it anyway", "--force pushes it anyway")) from None

@@ -46,20 +46,11 @@ AddressOpt = Annotated[
 ]
 
 
-def _ray_token_env(value: Optional[str]) -> Optional[str]:
-    from llmctl.launch.address import use_ray_token_env
-
-    use_ray_token_env(value)
-    return value
-
-
 RayTokenEnvOpt = Annotated[
     Optional[str],
     typer.Option(
         "--ray-token-env",
         metavar="NAME",
-        callback=_ray_token_env,
-        expose_value=False,
         help="Environment variable holding the Ray token of a cluster with token authentication (default: RAY_AUTH_TOKEN, "
         "RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token; the local head llmctl started uses its own).",
     ),

@@ -85,11 +85,11 @@ def status_cmd(
     """Applications on the cluster: status, route, models, replicas, endpoint. Exit 0 if all RUNNING, 1 if not, 3 if no cluster."""
     from llmctl import launch
 
-    rep = launch.status(address)
+    rep = launch.status(address, ray_token_env=ray_token_env)
     if metrics or metrics_url:
         from llmctl.launch.metrics import engine_metrics
 
-        url, engines = engine_metrics(address, metrics_url, interval=2.0)
+        url, engines = engine_metrics(address, metrics_url, interval=2.0, ray_token_env=ray_token_env)
         if json_out:
             print_json({**rep.to_json(), "metrics_url": url, "engines": [e.to_json() for e in engines]})
         else:
@@ -97,7 +97,7 @@ def status_cmd(
             out.print(engines_table(engines, url))
         raise typer.Exit(EXIT_OK if rep.all_running else EXIT_FAILED)
     if watch:
-        rep = _watch(address, rep, json_out)
+        rep = _watch(address, rep, json_out, ray_token_env)
     elif json_out:
         print_json(rep.to_json())
     else:
@@ -105,7 +105,7 @@ def status_cmd(
     raise typer.Exit(EXIT_OK if rep.all_running else EXIT_FAILED)
 
 
-def _watch(address, rep, json_out: bool):
+def _watch(address, rep, json_out: bool, ray_token_env=None):
     from llmctl import launch
     from llmctl.cli.views import ctrl_c
 
@@ -116,7 +116,7 @@ def _watch(address, rep, json_out: bool):
 
                 with Live(_status_table(rep), console=out, refresh_per_second=2) as live:
                     while not pressed.wait(2):
-                        rep = launch.status(address)
+                        rep = launch.status(address, ray_token_env=ray_token_env)
                         live.update(_status_table(rep))
             else:
                 last = None
@@ -130,7 +130,7 @@ def _watch(address, rep, json_out: bool):
                         last = text
                     if pressed.wait(2):
                         break
-                    rep = launch.status(address)
+                    rep = launch.status(address, ray_token_env=ray_token_env)
         except KeyboardInterrupt:
             pass
     return rep

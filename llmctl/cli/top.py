@@ -37,7 +37,7 @@ def top_cmd(
         raise UsageError(f"--interval: must be a positive number of seconds (got {interval:g})")
     if iterations is not None and iterations < 1:
         raise UsageError(f"--iterations: must be a positive integer (got {iterations})")
-    url = resolve(address, metrics_url)
+    url = resolve(address, metrics_url, ray_token_env=ray_token_env)
     reader = MetricsReader(url)
     engine_metrics(address, url, reader=reader)  # the first scrape: rates from the next one on
     n = 0

@@ -141,7 +141,7 @@ def up_cmd(
         try:
             result = drive(launch.iter_up(file, address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus,
                                           num_gpus=num_gpus, preflight=not no_preflight, send_token=send_token,
-                                          http_host=http_host, dry_run=dry_run, confirm=confirm),
+                                          http_host=http_host, dry_run=dry_run, confirm=confirm, ray_token_env=ray_token_env),
                            view, dry_run=dry_run, json_out=json_out)
             break
         except DeployFailed as e:
@@ -169,5 +169,5 @@ def up_cmd(
     if follow and result.running:
         from llmctl.launch.address import resolve_target
 
-        follow_logs(resolve_target(address), result.apps[0].name if len(result.apps) == 1 else None, 20)
+        follow_logs(resolve_target(address, ray_token_env), result.apps[0].name if len(result.apps) == 1 else None, 20)
 

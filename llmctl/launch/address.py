@@ -1,5 +1,10 @@
 """Which cluster a command talks to: ``--address`` / ``RAY_ADDRESS``, or the
-local head llmctl started; and the Ray token it takes (:mod:`llmctl.launch.raytoken`)."""
+local head llmctl started; and the Ray token it takes (:mod:`llmctl.launch.raytoken`).
+
+The token's variable is a parameter (``ray_token_env``: the CLI's
+``--ray-token-env``, the Python API's keyword of the same name) of every
+entry point that takes an address, passed down to :func:`resolve_target`:
+no module state, and nothing written to ``os.environ``."""
 
 from __future__ import annotations
 
@@ -10,18 +15,6 @@ from dataclasses import dataclass
 from llmctl.errors import ClusterUnreachable, UsageError, param
 from llmctl.launch import raytoken
 from llmctl.launch.cluster import ClusterState, running_state
-
-# The variable naming a remote cluster's Ray token for this process (the CLI's
-# ``--ray-token-env`` sets it; the Python API passes ``ray_token_env``).
-_token_env: str | None = None
-
-
-def use_ray_token_env(name: str | None) -> None:
-    """Name the environment variable holding remote clusters' Ray token for
-    the calls that follow (None: Ray's conventions only)."""
-    global _token_env
-    _token_env = (name or "").strip() or None
-
 
 @dataclass
 class Target:
@@ -43,7 +36,7 @@ def ray_token_for(dashboard_url: str, ray_token_env: str | None = None) -> str |
     local = running_state()
     if local is not None and _normalize_http(local.dashboard_url) == _normalize_http(dashboard_url):
         return local.ray_token
-    return raytoken.remote_token(ray_token_env or _token_env)[0]
+    return raytoken.remote_token(ray_token_env)[0]
 
 
 def _normalize_http(url: str) -> str:
@@ -77,12 +70,12 @@ def resolve_target(address: str | None, ray_token_env: str | None = None) -> Tar
         url = _normalize_http(addr)
         if local is not None and _normalize_http(local.dashboard_url) == url:
             return Target(url, local, local.ray_token)
-        return Target(url, None, raytoken.remote_token(ray_token_env or _token_env)[0])
+        return Target(url, None, raytoken.remote_token(ray_token_env)[0])
     hostport = addr[len("ray://") :] if addr.startswith("ray://") else addr
     if local is not None and hostport in {f"{host}:{local.ports[p]}" for host in ("127.0.0.1", "localhost")
                                           for p in ("gcs", "client_server")}:
         return Target(local.dashboard_url, local, local.ray_token)
-    token = raytoken.remote_token(ray_token_env or _token_env)[0]
+    token = raytoken.remote_token(ray_token_env)[0]
     return Target(_dashboard_from_ray(addr, hostport, token=token), None, token)
 
 
@@ -100,48 +93,54 @@ def _dashboard_from_ray(addr: str, hostport: str, connect_timeout: float = 5.0, 
         socket.create_connection((host.strip("[]"), int(port)), timeout=connect_timeout).close()
     except OSError as e:
         raise ClusterUnreachable(f"no Ray cluster answers at {hostport} ({e.strerror or e})")
-    # Ray's lookup prefers RAY_ADDRESS / RAY_API_SERVER_ADDRESS over its argument: the flag wins here.
-    saved = {k: os.environ.pop(k) for k in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN")
-             if k in os.environ}
-    if token:  # a token-auth GCS refuses clients without it: set before Ray reads its config, for this call only
-        os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token})
-    try:
-        try:
-            from ray.dashboard.utils import get_address_for_submission_client  # heavy: only here
-        except ImportError as e:  # pragma: no cover
-            raise UsageError(f"{param('address')} {addr!r}: pass the dashboard URL (http://HOST:PORT) ({e})", param="address")
-        if token:
-            _refresh_ray_auth()
-        try:
-            try:
-                url = get_address_for_submission_client(addr)
-            except Exception as e:  # noqa: BLE001 - ConnectionAbortedError, or wrapped by ray.init
-                # Ray Client's head-side server for this session did not start in time (seen
-                # on a loaded 2-core head): a second session usually gets one.
-                if "Initialization failure from server" not in str(e):
-                    raise
-                url = get_address_for_submission_client(addr)
-        except Exception as e:  # noqa: BLE001 - ray raises many kinds here
-            if "InvalidAuthToken" in str(e) or "authentication token" in str(e).lower():
-                raise raytoken.auth_error(addr, 401, bool(token)) from None
-            raise ClusterUnreachable(f"no Ray cluster answers at {addr} ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
-    finally:
-        for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):
-            os.environ.pop(k, None)
-        os.environ.update(saved)
+    url = _lookup_in_child(addr, token)
     return _normalize_http(url if "://" in url else "http://" + url)
 
 
-def _refresh_ray_auth() -> None:
-    """Make an already imported Ray read RAY_AUTH_MODE / RAY_AUTH_TOKEN again
-    (what Ray's own ``_enable_token_auth`` does); best effort."""
+# Ray's own lookup (``ray job``'s), run in a child process with an environment of
+# its own: the token reaches Ray there, never this process's os.environ (where
+# threads and subprocesses started meanwhile would inherit it), and Ray's
+# preference for RAY_ADDRESS / RAY_API_SERVER_ADDRESS over its argument is
+# taken away so the flag wins. Ray Client's head-side server for a session can
+# fail to start in time on a loaded head: a second session usually gets one.
+_LOOKUP = """
+import sys
+from ray.dashboard.utils import get_address_for_submission_client as lookup
+try:
     try:
-        from ray._raylet import AuthenticationTokenLoader, Config
+        url = lookup(sys.argv[1])
+    except Exception as e:
+        if "Initialization failure from server" not in str(e):
+            raise
+        url = lookup(sys.argv[1])
+except Exception as e:
+    print((str(e).splitlines() or [type(e).__name__])[0] or type(e).__name__, file=sys.stderr)
+    sys.exit(1)
+print(url)
+"""
 
-        Config.initialize("")
-        AuthenticationTokenLoader.instance().reset_cache()
-    except Exception:  # noqa: BLE001 - an older or newer Ray: the environment alone must do
-        pass
+
+def _lookup_in_child(addr: str, token: str | None, timeout: float = 120.0) -> str:
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    if token:  # a token-auth GCS refuses clients without it
+        env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token})
+    try:
+        p = subprocess.run([sys.executable, "-c", _LOOKUP, addr], env=env, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ClusterUnreachable(f"no Ray cluster answered at {addr} within {timeout:.0f} s")
+    if p.returncode == 0 and p.stdout.strip():
+        return p.stdout.strip().splitlines()[-1]
+    why = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+    if "No module named" in why:
+        raise UsageError(f"{param('address')} {addr!r}: pass the dashboard URL (http://HOST:PORT) ({why})", param="address")
+    if "InvalidAuthToken" in why or "authentication token" in why.lower():
+        raise raytoken.auth_error(addr, 401, bool(token))
+    raise ClusterUnreachable(f"no Ray cluster answers at {addr} ({why})")
 
 
 def no_cluster_message(url: str | None = None) -> str:

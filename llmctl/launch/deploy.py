@@ -122,12 +122,12 @@ def compose(prepared: Prepared, current: dict, local: _cluster.ClusterState | No
 
 
 def connect(address: str | None, *, start: bool = False, num_cpus: int | None = None,
-            num_gpus: int | None = None) -> tuple[ServeClient, _address.Target, bool]:
+            num_gpus: int | None = None, ray_token_env: str | None = None) -> tuple[ServeClient, _address.Target, bool]:
     """The cluster to talk to; with ``start``, start the local one if needed
     (``num_gpus`` None: Ray detects the GPUs)."""
     started = False
     try:
-        target = _address.resolve_target(address)
+        target = _address.resolve_target(address, ray_token_env)
     except ClusterUnreachable:
         if not start or (address or "").strip() not in ("", "local", "auto"):
             raise
@@ -222,11 +222,12 @@ def _prepare_steps(serve_path: Path | str, address: str | None, send_token: bool
     return prepared
 
 
-def _connect_steps(address: str | None, num_cpus: int | None, num_gpus: int | None = None) -> Generator[Step, None, tuple[ServeClient, _address.Target, bool]]:
+def _connect_steps(address: str | None, num_cpus: int | None, num_gpus: int | None = None,
+                   ray_token_env: str | None = None) -> Generator[Step, None, tuple[ServeClient, _address.Target, bool]]:
     """The cluster to deploy to; the local head started when there is none."""
     if _local_default(address) and _cluster.running_state() is None:
         yield Step("starting a local Ray head (127.0.0.1, private ports and temp dir) …")
-    client, target, started = connect(address, start=True, num_cpus=num_cpus, num_gpus=num_gpus)
+    client, target, started = connect(address, start=True, num_cpus=num_cpus, num_gpus=num_gpus, ray_token_env=ray_token_env)
     if started:
         from llmctl.launch.raytoken import access_hint
 
@@ -296,7 +297,7 @@ def _deploy_steps(prepared: Prepared, client: ServeClient, target: _address.Targ
             raise DeployFailed(scrub(e.template, prepared.secrets)) from None
         t_deploy = time.monotonic()
         yield Step(f"deployed to {target.dashboard_url}")
-    _update.record(target.dashboard_url, [a for a in payload["applications"] if a.get("name") in prepared.app_names],
+    _update.record(_update.history_key(target, client), [a for a in payload["applications"] if a.get("name") in prepared.app_names],
                    str(prepared.source), prepared.token_refs())
     return stale, t_deploy
 
@@ -315,6 +316,7 @@ def iter_up(
     dry_run: bool = False,
     confirm: Callable | None = None,
     source: str | None = None,
+    ray_token_env: str | None = None,
 ) -> Iterator[UpEvent]:
     """:func:`up` as a generator: yields Step and Progress events as they
     happen and ends with the UpResult (the CLI's progress display)."""
@@ -326,7 +328,7 @@ def iter_up(
         yield Step("no local Ray head runs: `llmctl up` would start one")
         yield UpResult([], "", None, [m for n in prepared.app_names for m in prepared.model_ids.get(n, [])], 0.0, False, True)
         return
-    client, target, started = yield from _connect_steps(address, num_cpus, num_gpus)
+    client, target, started = yield from _connect_steps(address, num_cpus, num_gpus, ray_token_env)
     with client:
         if not send_token:
             yield from _token_steps(prepared, target)
@@ -371,13 +373,15 @@ def up(
     dry_run: bool = False,
     confirm: Callable | None = None,
     on_event: Callable[[Step | Progress], None] | None = None,
+    ray_token_env: str | None = None,
 ) -> UpResult:
     """Validate, (start a local head,) preflight, deploy, wait until RUNNING;
     returns the :class:`UpResult` (endpoint, model ids, apps).
 
     ``address``: a dashboard URL, GCS ``host:port`` or ``ray://host:port``
-    (default: the local head llmctl started, started now if none runs).
-    ``wait=False`` returns once Ray took the config. Before the PUT the plan
+    (default: the local head llmctl started, started now if none runs);
+    ``ray_token_env``: the variable holding a remote cluster's Ray token
+    (default: Ray's conventions). ``wait=False`` returns once Ray took the config. Before the PUT the plan
     (:class:`PlanReady`, llmctl/rollout.py) goes to ``on_event``; ``dry_run``
     stops there (nothing deployed); ``confirm(plan)`` returning False stops
     there too (DeployFailed). Progress goes to
@@ -386,7 +390,7 @@ def up(
     DeployFailed (exit 1), ClusterUnreachable (exit 3)."""
     return run_to_result(iter_up(serve_path, address=address, timeout=timeout, wait=wait, num_cpus=num_cpus, num_gpus=num_gpus,
                                  preflight=preflight, send_token=send_token, http_host=http_host, dry_run=dry_run,
-                                 confirm=confirm), UpResult, on_event)
+                                 confirm=confirm, ray_token_env=ray_token_env), UpResult, on_event)
 
 
 def _result(apps, client, target, prepared, elapsed, running, started) -> UpResult:

@@ -11,28 +11,28 @@ import httpx
 from llmctl.errors import UsageError, param
 
 
-def dashboard_headers(dashboard: Optional[str]) -> dict:
+def dashboard_headers(dashboard: Optional[str], ray_token_env: Optional[str] = None) -> dict:
     """The Ray token header for ``dashboard`` (the local head's, or a remote cluster's)."""
     from llmctl.launch import raytoken
     from llmctl.launch.address import ray_token_for
 
-    return raytoken.headers(ray_token_for(dashboard)) if dashboard else {}
+    return raytoken.headers(ray_token_for(dashboard, ray_token_env)) if dashboard else {}
 
 
 def endpoint_headers(app: Optional[str], url: Optional[str], address: Optional[str],
-                     api_key_env: Optional[str] = None) -> dict:
+                     api_key_env: Optional[str] = None, ray_token_env: Optional[str] = None) -> dict:
     """The ``Authorization`` header for the endpoint: the key in ``api_key_env``,
     else (an app found through status) the key of the app's own variable."""
     from llmctl.launch import apikey
 
     if url or api_key_env:
         return apikey.headers(apikey.required_key(app or "", None, flag_var=api_key_env))
-    _, _, _, _, summary, local = _endpoint_app(app, None, address)
+    _, _, _, _, summary, local = _endpoint_app(app, None, address, ray_token_env)
     return apikey.headers(apikey.required_key(summary.name, summary.api_key_env, local))
 
 
 def resolve_endpoint(app: Optional[str], model: Optional[str], url: Optional[str], address: Optional[str],
-                     headers: Optional[dict] = None):
+                     headers: Optional[dict] = None, ray_token_env: Optional[str] = None):
     """(endpoint base URL ending in /v1, model id, dashboard URL or None, app name or None)."""
     if url:
         base = url.rstrip("/")
@@ -51,14 +51,14 @@ def resolve_endpoint(app: Optional[str], model: Optional[str], url: Optional[str
                 raise UsageError(f"{param('url')}: {base}/models lists no model; pass {param('model')}", param="url")
             model = listed[0]["id"]
         return base, model, None, app
-    return _endpoint_app(app, model, address)[:4]
+    return _endpoint_app(app, model, address, ray_token_env)[:4]
 
 
-def _endpoint_app(app: Optional[str], model: Optional[str], address: Optional[str]):
+def _endpoint_app(app: Optional[str], model: Optional[str], address: Optional[str], ray_token_env: Optional[str] = None):
     from llmctl.launch import status
     from llmctl.launch.cluster import running_state
 
-    rep = status(address)
+    rep = status(address, ray_token_env=ray_token_env)
     apps = [a for a in rep.apps if app is None or a.name == app]
     if app is not None and not apps:
         raise UsageError(f"no application named {app!r} on {rep.dashboard_url} (apps: {', '.join(a.name for a in rep.apps) or 'none'})")

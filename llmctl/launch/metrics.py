@@ -15,10 +15,11 @@ from llmctl.errors import ClusterUnreachable, UsageError
 from llmctl.launch import address as _address
 
 
-def metrics_url(address: Optional[str] = None, metrics_url: Optional[str] = None) -> str:
+def metrics_url(address: Optional[str] = None, metrics_url: Optional[str] = None, *,
+                ray_token_env: Optional[str] = None) -> str:
     if metrics_url:
         return metrics_url
-    target = _address.resolve_target(address)
+    target = _address.resolve_target(address, ray_token_env)
     if target.local is None:
         raise UsageError("engine metrics of a cluster llmctl did not start: pass the metrics endpoint of the node "
                          "running the replicas (http://NODE:METRICS_EXPORT_PORT/metrics)")
@@ -29,7 +30,7 @@ def metrics_url(address: Optional[str] = None, metrics_url: Optional[str] = None
 
 
 def engine_metrics(address: Optional[str] = None, metrics_url_: Optional[str] = None, *, interval: float = 0.0,
-                   reader=None):
+                   reader=None, ray_token_env: Optional[str] = None):
     """Per replica: running and waiting requests, KV-cache usage, and (with
     ``interval`` > 0: two scrapes that far apart) generation tokens/s and the
     TTFT of the requests in between. Returns (url, [EngineStats])."""
@@ -37,7 +38,7 @@ def engine_metrics(address: Optional[str] = None, metrics_url_: Optional[str] = 
 
     from llmctl.perf.metrics import MetricsReader
 
-    url = metrics_url(address, metrics_url_)
+    url = metrics_url(address, metrics_url_, ray_token_env=ray_token_env)
     reader = reader or MetricsReader(url)
     try:
         if interval > 0 and reader.last is None:

@@ -42,15 +42,16 @@ class StatusReport:
         }
 
 
-def status(address: str | None = None) -> StatusReport:
+def status(address: str | None = None, *, ray_token_env: str | None = None) -> StatusReport:
     """The applications on a cluster (the local head llmctl started, or
     ``address``: a dashboard URL, GCS ``host:port`` or ``ray://host:port``):
     each app's status, deployments, replica states and Serve's autoscaling
     decisions, the endpoint a client can reach, the nodes with their Serve
     proxies, and for a failed app the cause and fix llmctl found in its logs.
+    ``ray_token_env``: the variable holding a remote cluster's Ray token.
     Reads Ray's REST API only. Raises ClusterUnreachable (exit 3) or
     RequestTimeout (exit 1)."""
-    target = _address.resolve_target(address)
+    target = _address.resolve_target(address, ray_token_env)
     with ServeClient(target.dashboard_url, timeout=5, token=target.ray_token) as client:
         st = client.status()
         nodes = cluster_nodes(client, st)
@@ -109,12 +110,14 @@ def down(
     stop_cluster: bool = False,
     timeout: float = 120.0,
     on_event: Optional[Callable[[Step], None]] = None,
+    ray_token_env: str | None = None,
 ) -> DownResult:
     """Delete one app (PUT the config without it) or all (DELETE, ``app``
     None), wait until gone; with ``stop_cluster`` also stop the local head
     llmctl started. Returns a :class:`DownResult`; progress goes to
     ``on_event``. Raises UsageError (no such app), ClusterUnreachable."""
-    return run_to_result(iter_down(app, address=address, stop_cluster=stop_cluster, timeout=timeout), DownResult, on_event)
+    return run_to_result(iter_down(app, address=address, stop_cluster=stop_cluster, timeout=timeout,
+                                   ray_token_env=ray_token_env), DownResult, on_event)
 
 
 def iter_down(
@@ -123,16 +126,17 @@ def iter_down(
     address: str | None = None,
     stop_cluster: bool = False,
     timeout: float = 120.0,
+    ray_token_env: str | None = None,
 ) -> Iterator[Union[Step, DownResult]]:
     """:func:`down` as a generator of Steps ending in the DownResult."""
     local_default = (address or "").strip() in ("", "local", "auto")
     if stop_cluster and not local_default:
-        target = _address.resolve_target(address)
+        target = _address.resolve_target(address, ray_token_env)
         if not target.is_local:
             raise UsageError(f"{param('stop_cluster', True)} stops only the local cluster llmctl started; this address is "
                              "another cluster", param="stop_cluster")
     try:
-        target = _address.resolve_target(address)
+        target = _address.resolve_target(address, ray_token_env)
     except ClusterUnreachable:
         if stop_cluster and local_default:
             # Nothing answers; stop whatever the state file still names (idempotent).

@@ -29,43 +29,63 @@ class HistoryRow:
         return {"n": self.n, "time": self.time, "source": self.source, "diff": self.diff, "current": self.current}
 
 
-def _deployed(dashboard_url: str, app: str) -> dict | None:
+def _deployed(client, app: str) -> dict | None:
+    return ((client.status().get("applications") or {}).get(app) or {}).get("deployed_app_config")
+
+
+def _cluster(target: _address.Target):
     from llmctl.launch.serve_api import ServeClient
 
-    with ServeClient(dashboard_url) as c:
-        return ((c.status().get("applications") or {}).get(app) or {}).get("deployed_app_config")
+    return ServeClient(target.dashboard_url, token=target.ray_token)
 
 
-def history(app: str | None = None, *, address: str | None = None) -> dict[str, list[HistoryRow]]:
+def history(app: str | None = None, *, address: str | None = None,
+            ray_token_env: str | None = None) -> dict[str, list[HistoryRow]]:
     """Per app (all with a history on the cluster, or ``app``): its entries, oldest first."""
-    target = _address.resolve_target(address)
-    names = [app] if app else _update.apps_with_history(target.dashboard_url)
-    out: dict[str, list[HistoryRow]] = {}
-    for name in names:
-        entries = list(_update.iter_history(target.dashboard_url, name))
-        if app and not entries:
-            raise UsageError(f"no history for application {app!r} on {target.dashboard_url}: llmctl records what "
-                             "`llmctl up` deploys there", param="app")
-        now = _deployed(target.dashboard_url, name)
-        cur = None
-        if now is not None:
-            cur = next((e.n for e, _ in reversed(entries) if _update._same(e.config, now)), None)
-        out[name] = [HistoryRow(e.n, e.time, e.source, d, e.n == cur) for e, d in entries]
+    target = _address.resolve_target(address, ray_token_env)
+    with _cluster(target) as client:
+        key = _update.history_key(target, client)
+        names = [app] if app else _update.apps_with_history(key)
+        out: dict[str, list[HistoryRow]] = {}
+        for name in names:
+            entries = list(_update.iter_history(key, name))
+            if app and not entries:
+                raise UsageError(f"no history for application {app!r} on {target.dashboard_url}: llmctl records what "
+                                 "`llmctl up` deploys there", param="app")
+            now = _deployed(client, name)
+            cur = None
+            if now is not None:
+                cur = next((e.n for e, _ in reversed(entries) if _update._same(e.config, now)), None)
+            out[name] = [HistoryRow(e.n, e.time, e.source, d, e.n == cur) for e, d in entries]
     return out
 
 
 def iter_rollback(app: str, *, to: int | None = None, address: str | None = None, timeout: float = 900.0,
-                  dry_run: bool = False, confirm: Callable | None = None) -> Iterator[UpEvent]:
+                  dry_run: bool = False, confirm: Callable | None = None,
+                  ray_token_env: str | None = None) -> Iterator[UpEvent]:
     """Redeploy entry ``to`` of ``app``'s history (default: the newest one
     that differs from what runs): yields up's events (the plan first)."""
     from llmctl.launch.deploy import iter_up
 
-    target = _address.resolve_target(address)
-    entry = _update.pick(_update.read(target.dashboard_url, app), _deployed(target.dashboard_url, app), to, app)
+    target = _address.resolve_target(address, ray_token_env)
+    with _cluster(target) as client:
+        entry = _update.pick(_update.read(_update.history_key(target, client), app), _deployed(client, app), to, app)
     yield Step(f"rolling {app} back to entry {entry.n} of its history ({entry.source})")
     path = _update.write_temp_serve(entry, {})
     try:
         yield from iter_up(path, address=target.dashboard_url if target.local is None else None, timeout=timeout,
-                           dry_run=dry_run, confirm=confirm, source=f"rollback to {entry.n}")
+                           dry_run=dry_run, confirm=confirm, source=f"rollback to {entry.n}", ray_token_env=ray_token_env)
     finally:
         shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def rollback(app: str, *, to: int | None = None, address: str | None = None, timeout: float = 900.0,
+             dry_run: bool = False, confirm: Callable | None = None, on_event: Callable | None = None,
+             ray_token_env: str | None = None):
+    """:func:`iter_rollback` run to its end: returns up's :class:`UpResult`,
+    progress (the plan first) to ``on_event``. ``confirm(plan)`` returning
+    False stops before anything is sent (DeployFailed)."""
+    from llmctl.launch.events import UpResult, run_to_result
+
+    return run_to_result(iter_rollback(app, to=to, address=address, timeout=timeout, dry_run=dry_run, confirm=confirm,
+                                       ray_token_env=ray_token_env), UpResult, on_event)

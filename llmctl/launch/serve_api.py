@@ -154,6 +154,15 @@ class ServeClient:
     def delete_all(self) -> None:
         self._request("DELETE", APPS_PATH, timeout=max(self.timeout, 60))
 
+    def session_name(self) -> str | None:
+        """The Ray session of the cluster (``GET /api/version``): new at every
+        start of a cluster, so two clusters behind one address differ."""
+        try:
+            data = self._json("GET", "/api/version")
+        except (HTTPFailure, LlmctlError):
+            return None
+        return (data or {}).get("session_name") or None
+
     # -- state API -----------------------------------------------------------
     def _state_list(self, resource: str, **params: str) -> list[dict]:
         q = urllib.parse.urlencode({"detail": "1", "limit": "1000", **params})

@@ -6,9 +6,13 @@ History
 -------
 Every application config ``up`` (or ``rollback``) PUTs is appended, as
 deployed, to ``$LLMCTL_HOME/history/<cluster>/<app>.jsonl`` (directory 0700,
-file 0600), ``<cluster>`` being the dashboard's ``host_port``. Token-free:
-the payload holds ``${VAR}`` references unless ``send_token`` filled values,
-and those are put back to their references before writing.
+file 0600), ``<cluster>`` being :func:`history_key`: ``local`` for the head
+llmctl starts under this ``LLMCTL_HOME`` (a new port block at every start, one
+history across them), else the dashboard's ``host_port`` with the cluster's
+Ray session (two clusters reached through one ``kubectl port-forward`` keep
+two histories). Token-free: the payload holds ``${VAR}`` references unless
+``send_token`` filled values, and those are put back to their references
+before writing.
 """
 
 from __future__ import annotations
@@ -156,18 +160,28 @@ def surge_check(p: _rollout.Plan, client) -> str | None:
 # history
 
 
-def cluster_key(dashboard_url: str) -> str:
-    u = urllib.parse.urlsplit(dashboard_url)
-    return re.sub(r"[^A-Za-z0-9._-]", "_", f"{u.hostname or 'local'}_{u.port or 80}")
+LOCAL_HISTORY = "local"
 
 
-def history_dir(dashboard_url: str) -> Path:
-    return llmctl_home() / "history" / cluster_key(dashboard_url)
+def history_key(target, client) -> str:
+    """Whose history a command reads and writes: the local head's (one for
+    every head started under this LLMCTL_HOME), or a remote cluster's: its
+    dashboard's host and port and its Ray session (``client.session_name()``)."""
+    if target.local is not None:
+        return LOCAL_HISTORY
+    u = urllib.parse.urlsplit(target.dashboard_url)
+    session = client.session_name()
+    return f"{u.hostname}_{u.port or 80}" + (f"@{session}" if session else "")
 
 
-def _app_file(dashboard_url: str, app: str) -> Path:
+def history_dir(cluster: str) -> Path:
+    """The history directory of a :func:`history_key`."""
+    return llmctl_home() / "history" / re.sub(r"[^A-Za-z0-9._@-]", "_", cluster)
+
+
+def _app_file(cluster: str, app: str) -> Path:
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", app)
-    return history_dir(dashboard_url) / f"{safe}.jsonl"
+    return history_dir(cluster) / f"{safe}.jsonl"
 
 
 def token_free(app: dict, secrets: dict[str, str]) -> dict:
@@ -195,23 +209,23 @@ class Entry:
         return {"n": self.n, "time": self.time, "source": self.source, "config": self.config}
 
 
-def record(dashboard_url: str, apps: list[dict], source: str, secrets: dict[str, str] | None = None) -> None:
+def record(cluster: str, apps: list[dict], source: str, secrets: dict[str, str] | None = None) -> None:
     """Append each app config as deployed (token-free) to its history (0600)."""
-    d = history_dir(dashboard_url)
+    d = history_dir(cluster)
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
     for app in apps:
         cfg = token_free(app, secrets or {})
-        entries = read(dashboard_url, app.get("name", "default"))
+        entries = read(cluster, app.get("name", "default"))
         if entries and entries[-1].config == cfg:
             continue  # the same config deployed again: one entry
-        path = _app_file(dashboard_url, app.get("name", "default"))
+        path = _app_file(cluster, app.get("name", "default"))
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.write(json.dumps({"time": time.time(), "source": source, "config": cfg}, sort_keys=True) + "\n")
 
 
-def read(dashboard_url: str, app: str) -> list[Entry]:
-    path = _app_file(dashboard_url, app)
+def read(cluster: str, app: str) -> list[Entry]:
+    path = _app_file(cluster, app)
     if not path.is_file():
         return []
     out = []
@@ -224,8 +238,8 @@ def read(dashboard_url: str, app: str) -> list[Entry]:
     return out
 
 
-def apps_with_history(dashboard_url: str) -> list[str]:
-    d = history_dir(dashboard_url)
+def apps_with_history(cluster: str) -> list[str]:
+    d = history_dir(cluster)
     return sorted(p.stem for p in d.glob("*.jsonl")) if d.is_dir() else []
 
 
@@ -275,8 +289,8 @@ def write_temp_serve(entry: Entry, extra: dict) -> Path:
     return p
 
 
-def iter_history(dashboard_url: str, app: str) -> Iterator[tuple[Entry, str]]:
+def iter_history(cluster: str, app: str) -> Iterator[tuple[Entry, str]]:
     prev = None
-    for e in read(dashboard_url, app):
+    for e in read(cluster, app):
         yield e, one_line_diff(prev, e.config)
         prev = e.config
