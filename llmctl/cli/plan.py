@@ -186,9 +186,12 @@ def _render_capacity(table) -> None:
                      "the factor extrapolates to others)" if cal.per_replicas else ""), markup=False)
     for src in sorted({v["source"] for v in table.prices.values()}):
         out.print(f"prices: {src}", markup=False)
-    out.print("These are estimates of a roofline model, not measurements: against 19 published vLLM runs it was "
-              "within ±30 % on 17 (docs/capacity.md, per GPU type). Measure yours with `llmctl bench --sweep ... "
-              "--slo ... -o bench.json` and calibrate with --profile bench.json.", markup=False)
+    for r in table.rows:
+        for why in r.extrapolates:
+            out.print(f"extrapolates: {r.gpu} TP {r.tp}: {why}", markup=False)
+    out.print("These are estimates of a step-time model of vLLM, not measurements: docs/capacity.md gives its accuracy "
+              "per GPU, model kind, precision and TP on 751 measured points (JSON: each row's 'band'). Measure yours "
+              "with `llmctl bench --sweep ... --slo ... -o bench.json` and calibrate with --profile bench.json.", markup=False)
     if best is not None:
         out.print(f"Next: llmctl gen-config --model {table.profile.id} --slo {table.slo.text()}"
                   + (f" --rate {table.rate:g}" if table.rate else "") + f" --isl {table.isl} --osl {table.osl}", markup=False)

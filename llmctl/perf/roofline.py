@@ -102,6 +102,7 @@ class Device:
     link_latency_s: float = 10e-6  # unused on a GPU row: Efficiency.ar_s is the fitted all-reduce latency
     fp8_flops: float = 0.0  # 0: no fp8 tensor cores (fp8 weights run at the bf16 rate)
     fp4_flops: float = 0.0  # 0: no fp4 tensor cores (fp4 weights run at the bf16 rate, Marlin W4A16)
+    blackwell: bool = False  # SM 10.x: vLLM runs other GEMM / attention kernels there (CUTLASS sm100, FlashInfer TRT-LLM)
 
     @property
     def known(self) -> bool:
@@ -121,7 +122,7 @@ def device_of(gpu, **_: Any) -> Device:
     if gpu.is_cpu:
         return Device("cpu", math.inf, math.inf)
     return Device(gpu.name, gpu.hbm_gb_s * GB, gpu.bf16_tflops * 1e12, gpu.link_gb_s * GB,
-                  fp8_flops=gpu.fp8_tflops * 1e12, fp4_flops=gpu.fp4_tflops * 1e12)
+                  fp8_flops=gpu.fp8_tflops * 1e12, fp4_flops=gpu.fp4_tflops * 1e12, blackwell=gpu.blackwell_datacenter)
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,7 @@ class Efficiency:
     seq_s: float = 2.75e-05  # per running sequence per step, batched (sampling, output processing)
     token_s: float = 0.0  # per prompt token in a step (the CPU side of prefill)
     api_token_s: float = 0.0  # the API server's work per streamed output token: a parallel stage (TPOT >= B × it)
-    frontend_s: float = 0.0  # per request, serial in front of the engine: a queue (steady.frontend_wait)
+    frontend_s: float = 0.02  # per request, serial in the API server: a queue (steady.frontend_wait); set on perf_published.yaml gps-h100-qwen3-14b-128 (44 req/s at 128 in / 4 out), never binding on the calibration series (<= 16 req/s)
     request_s: float = 0.028  # per request before its first step (HTTP, tokenizing)
     ttft_steps: float = 1.5  # steps a new request spends before its prefill: half the running one, plus its own
     ttft_p95_ratio: float = 1.6  # p95 / mean of TTFT

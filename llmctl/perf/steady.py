@@ -82,8 +82,10 @@ class _State:
 
 
 def _state(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, rate: float, decode: float,
-           isl: int, osl: int) -> _State:
-    """The steps at ``rate`` requests per second with ``decode`` sequences decoding."""
+           isl: int, osl: int, running: float = math.inf) -> _State:
+    """The steps at ``rate`` requests per second with ``decode`` sequences
+    decoding, of ``running`` in the engine (closed loop: the prompts waiting
+    for their prefill are at most the running ones not decoding)."""
     ctx = isl + osl / 2
     budget = max(1.0, engine.max_num_batched_tokens - decode)
     chunks = max(1, math.ceil(isl / budget))
@@ -98,6 +100,7 @@ def _state(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, r
                      context=ctx, prompt_context=isl / 2)
     load = rate * isl * full.seconds / budget if budget >= isl else rate * chunks * tp.seconds
     wait = (min(load, MAX_LOAD) / (2 * (1 - min(load, MAX_LOAD)))) * tp.seconds
+    wait = min(wait, max(0.0, running - decode - 1) * chunks * tp.seconds)
     ttft = eff.request_s + (eff.ttft_steps - 1) * tpot + chunks * tp.seconds + wait
     return _State(tpot, ttft, decode, load, t0.bound, tp.bound)
 
@@ -126,7 +129,7 @@ def predict(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, 
     rate = running / max(osl * t, 1e-9)
     st = None
     for _ in range(200):
-        st = _state(shape, dev, eff, engine, rate=rate, decode=dec, isl=isl, osl=osl)
+        st = _state(shape, dev, eff, engine, rate=rate, decode=dec, isl=isl, osl=osl, running=running)
         run = st.ttft + (osl - 1) * st.tpot
         wait = frontend_wait(eff.frontend_s, n, run)
         new_rate = min(n / (run + wait), running / run)
