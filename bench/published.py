@@ -1,30 +1,80 @@
-"""The performance model against published vLLM measurements (issue 24).
+"""The performance model against measurements (issues 24 and 37).
 
-    .venv/bin/python bench/published.py          # print, and rewrite docs/capacity.md's table
-    .venv/bin/python bench/published.py --check  # exit 1 when docs/capacity.md is not what this prints
+    .venv/bin/python bench/published.py          # print, rewrite docs/capacity.md's tables and llmctl/perf/accuracy.json
+    .venv/bin/python bench/published.py --check  # exit 1 when either is not what this computes
 
-Predicted output-token throughput at each point of tests/data/perf_published.yaml
-(the published concurrency and lengths, the default efficiencies), its error,
-and per GPU type how many are within ±30 %. No GPU needed: it is arithmetic.
+Two data sets, no GPU needed (it is arithmetic):
+
+- tests/data/gpu_serving_measurements.yaml: 144 measured closed-loop series
+  (751 points) of vLLM on H100/H200/B200/B300; predicted output tokens/s at
+  each point's concurrency, per concurrency range, GPU, model kind,
+  precision, TP and model, the training and the held-out series apart, and
+  per series the highest rate within TTFT <= 2 s & TPOT <= 50 ms and within
+  TTFT <= 1 s & TPOT <= 30 ms;
+- tests/data/perf_published.yaml: the project's earlier published points.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from llmctl.perf import bands  # noqa: E402
+from llmctl.perf.measured import evaluate, load_series, summarize  # noqa: E402
 from llmctl.perf.published import load_points, predict_point, summary  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "perf_published.yaml"
+GPU_DATA = REPO / "tests" / "data" / "gpu_serving_measurements.yaml"
 DOC = REPO / "docs" / "capacity.md"
-BEGIN, END = "<!-- published:begin -->", "<!-- published:end -->"
+MARKS = {"published": ("<!-- published:begin -->", "<!-- published:end -->"),
+         "gpu": ("<!-- gpu-accuracy:begin -->", "<!-- gpu-accuracy:end -->")}
 
 
-def tables() -> str:
+def _pct(a: int, b: int) -> str:
+    return f"{a} of {b} ({a / b:.0%})" if b else "-"
+
+
+def gpu_results():
+    series = load_series(GPU_DATA)
+    return evaluate(series)
+
+
+def gpu_tables(points, slos) -> str:
+    lines = ["Output tokens/s predicted at each point's concurrency, within ±30 % of the measured:", "",
+             "| group | points | within ±30 % | median error |", "| --- | ---: | ---: | ---: |"]
+    for key, title in ((None, "all"), ("split", "split"), ("range", "concurrency"), ("gpu", "GPU"), ("kind", "kind"),
+                       ("quant", "precision"), ("tp", "TP"), ("model", "model")):
+        for name, s in summarize(points, key).items():
+            label = "all points" if key is None else f"{title} {name}"
+            lines.append(f"| {label} | {s['n']} | {_pct(s['within'], s['n'])} | {s['median_error']:+.0%} |")
+    held = [p for p in points if p.tags["split"] == "held-out"]
+    lines += ["", "Held-out series only, by concurrency range:", "", "| range | points | within ±30 % |",
+              "| --- | ---: | ---: |"]
+    for name, s in summarize(held, "range").items():
+        lines.append(f"| {name} | {s['n']} | {_pct(s['within'], s['n'])} |")
+    lines += ["", "The highest request rate within a target (series whose measured points cross it):", "",
+              "| target | series | within ±30 % | of them held out | median error |", "| --- | ---: | ---: | ---: | ---: |"]
+    for target in sorted({s.target for s in slos}) + [None]:
+        rs = [s for s in slos if target is None or s.target == target]
+        within = [s for s in rs if abs(s.error) <= 0.30]
+        ho = [s for s in rs if s.tags["split"] == "held-out"]
+        errs = sorted(s.error for s in rs)
+        lines.append(f"| {target or 'both'} | {len(rs)} | {_pct(len(within), len(rs))} | "
+                     f"{_pct(sum(abs(s.error) <= 0.30 for s in ho), len(ho))} | {errs[len(errs) // 2]:+.0%} |")
+    misses = [s for s in slos if abs(s.error) > 0.30]
+    if misses:
+        lines += ["", "SLO-rate misses: " + "; ".join(f"{s.series} {s.target.split(',')[0].replace('_p50', '')}: "
+                                                       f"{s.predicted:.2f} vs {s.measured:.2f} req/s ({s.error:+.0%})"
+                                                       for s in misses)]
+    return "\n".join(lines)
+
+
+def published_tables() -> str:
     pts = load_points(DATA)
     results = [predict_point(p) for p in pts]
     lines = ["| point | GPU | split | measured tok/s | predicted tok/s | error | model's bound |",
@@ -40,19 +90,31 @@ def tables() -> str:
     return "\n".join(lines)
 
 
+def _replace(doc: str, mark: str, text: str) -> str:
+    begin, end = MARKS[mark]
+    head, rest = doc.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{text}\n{end}{tail}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
-    text = tables()
-    print(text)
+    points, slos = gpu_results()
+    gpu_text = gpu_tables(points, slos)
+    pub_text = published_tables()
+    print(gpu_text)
+    print()
+    print(pub_text)
     doc = DOC.read_text()
-    head, rest = doc.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    new = f"{head}{BEGIN}\n{text}\n{END}{tail}"
+    new = _replace(_replace(doc, "gpu", gpu_text), "published", pub_text)
+    acc = json.dumps(bands.compute(points), indent=1, sort_keys=True) + "\n"
     if args.check:
-        return 0 if new == doc else 1
+        old_acc = bands.ACCURACY_FILE.read_text() if bands.ACCURACY_FILE.exists() else ""
+        return 0 if new == doc and acc == old_acc else 1
     DOC.write_text(new)
+    bands.ACCURACY_FILE.write_text(acc)
     return 0
 
 

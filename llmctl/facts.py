@@ -94,6 +94,7 @@ _FAMILIES = [
     (r"^deepseek-ai/DeepSeek-R1-Distill", "deepseek-r1-distill"),
     (r"^deepseek-ai/DeepSeek-V3", "deepseek-v3"),
     (r"^openai/gpt-oss", "gpt-oss"),
+    (r"^MiniMaxAI/MiniMax-M2", "minimax-m2"),
     (r"pixtral", "pixtral"),
 ]
 

@@ -88,6 +88,10 @@ class GPUType:
     fp8_tflops: float = 0.0
     link_gb_s: float = 0.0
     perf_source: str = ""
+    # Dense FP4 tensor-core TFLOP/s (NVFP4 / MXFP4 weights and activations;
+    # 0.0: no FP4 tensor cores, FP4 weights are then dequantized to the
+    # 16-bit or FP8 path).
+    fp4_tflops: float = 0.0
 
     @property
     def is_cpu(self) -> bool:
@@ -143,7 +147,11 @@ TABLE: tuple[GPUType, ...] = (
             hbm_gb_s=4800, bf16_tflops=989, fp8_tflops=1979, link_gb_s=450, perf_source='NVIDIA H200 datasheet (SXM): 4.8 TB/s, BF16 1,979 / FP8 3,958 TFLOPS with sparsity, NVLink 900 GB/s (both directions)'),
     GPUType("B200", "B200", 178.35, "180 GB", 8, "torch total_memory on 'NVIDIA B200': 'Total VRAM: 178.35 GB' / 'Max memory: 178.351 GB' (GiB; unslothai/unsloth#3411)",
             (10, 0), 148, "nvswitch", gke_label="nvidia-b200",
-            hbm_gb_s=8000, bf16_tflops=2250, fp8_tflops=4500, link_gb_s=900, perf_source='NVIDIA HGX B200 datasheet (8 GPUs): 64 TB/s, BF16 36 / FP8 72 PFLOPS with sparsity, NVLink 5 1.8 TB/s per GPU (both directions)'),
+            hbm_gb_s=8000, bf16_tflops=2250, fp8_tflops=4500, link_gb_s=900, fp4_tflops=9000, perf_source='NVIDIA HGX B200 datasheet (8 GPUs): 64 TB/s, BF16 36 / FP8 72 / FP4 144 PFLOPS with sparsity (FP4 72 dense), NVLink 5 1.8 TB/s per GPU (both directions)'),
+    GPUType("B300", "B300", 268.0, "288 GB", 8, "approximate: a public B300 kernel report lists 'NVIDIA B300 SXM6 AC ... 268 GB HBM3e' (the CUDA total, GiB) and a TensorRT-LLM test report '8x NVIDIA B300 SXM6 AC (275 GB each)' (nvidia-smi's MiB / 1000: 268.6 GiB); no vLLM 'Free memory on device' log of a B300 found",
+            (10, 3), 148, "nvswitch",
+            hbm_gb_s=8000, bf16_tflops=2250, fp8_tflops=4500, link_gb_s=900, fp4_tflops=13125,
+            perf_source="Blackwell Ultra B300 (HGX, SXM): 288 GB HBM3e at 8 TB/s; dense BF16 2,250 / FP8 4,500 / FP4 13,125 TFLOPS (2x with sparsity, except FP4 18,000 sparse); NVLink 5 2 x 900 GB/s (https://glennklockwood.com/garden/processors/B300, from NVIDIA's GTC 2025 figures; https://acecloud.ai/blog/nvidia-hgx-b300: 8 TB/s per GPU, NVLink 5 1.8 TB/s bidirectional per GPU); SM count 148 UNVERIFIED (B200's)"),
     GPUType("cpu", None, 0.0, "-", 1, "CPU-only: placement bundles {CPU: 1}, no accelerator_type", kind="cpu"),
     # Known only by their node labels (KubeRay samples select them); not offered: no sourced CUDA total.
     GPUType("T4", "T4", 0.0, "16 GB", 8, "node labels only (KubeRay samples); CUDA total not sourced",

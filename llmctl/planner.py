@@ -187,6 +187,36 @@ def _cpu_setup(arch, name: str, sweeps: list) -> tuple:
     return ("cpu", 1, shape, Device("cpu", float("inf"), float("inf")), engine)
 
 
+def _gpu_setups(arch, name: str, *, gpu: Optional[str], tp, max_model_len, dtype: str, kv_cache_dtype: str,
+                max_num_seqs) -> list[tuple]:
+    """(gpu, tp, shape, device, engine) per GPU type (one, a comma list, or every one with a roofline) and TP size
+    that starts the model: what plan --slo, --concurrency and --rate predict for."""
+    from llmctl.perf.roofline import Engine, device_of, shape_of
+
+    mml = parse_flag("max_model_len", lambda v: spec.parse_max_model_len(v, arch=arch), max_model_len)
+    seqs = _positive("max_num_seqs", max_num_seqs)
+    names = [x.strip() for x in gpu.split(",") if x.strip()] if gpu and "," in gpu else [gpu]
+    setups = []
+    for g in [g for n in names for g in gpu_types(n, None)]:
+        if not g.hbm_gb_s:
+            continue
+        tp_n = parse_flag("tp", lambda v: spec.parse_tp(v, arch=arch, gpu=g), tp)
+        choice = sizing.choose(arch, g, tp=tp_n, max_model_len=mml, dtype=str(dtype).lower(),
+                               kv_cache_dtype=str(kv_cache_dtype).lower(), max_num_seqs=seqs)
+        sizes = [tp_n] if tp_n is not None else sizing.tp_sizes_on_node(arch, g, 1, False)
+        for t in sizes:
+            p = sizing.plan_for_gpu(arch, g, tp=t, max_model_len=choice.max_model_len, dtype=str(dtype).lower(),
+                                    kv_cache_dtype=str(kv_cache_dtype).lower(), max_num_seqs=seqs)
+            if p is None or not p.fits:
+                continue
+            shape = shape_of(arch, p, name=name, tp=t, dtype=str(dtype).lower())
+            if shape is None:
+                continue
+            setups.append((g.name, t, shape, device_of(g), Engine(p.max_num_seqs, p.max_num_batched_tokens,
+                                                                  p.kv_cache_tokens)))
+    return setups
+
+
 def capacity(
     model: Union[str, ModelProfile],
     *,
@@ -213,7 +243,6 @@ def capacity(
     from llmctl.hardware import PRICES
     from llmctl.perf.calibrate import fit, load_sweeps
     from llmctl.perf.capacity import plan_capacity
-    from llmctl.perf.roofline import Engine, device_of, shape_of
     from llmctl.perf.slo import parse_prices, parse_slo
 
     goal = parse_slo(slo)
@@ -242,26 +271,8 @@ def capacity(
                              f"{param('profile')}", param="gpu")
         setups.append(_cpu_setup(arch, profile_obj.id, sweeps))
     else:
-        mml = parse_flag("max_model_len", lambda v: spec.parse_max_model_len(v, arch=arch), max_model_len)
-        seqs = _positive("max_num_seqs", max_num_seqs)
-        names = [x.strip() for x in gpu.split(",") if x.strip()] if gpu and "," in gpu else [gpu]
-        for g in [g for name in names for g in gpu_types(name, None)]:
-            if not g.hbm_gb_s:
-                continue
-            tp_n = parse_flag("tp", lambda v: spec.parse_tp(v, arch=arch, gpu=g), tp)
-            choice = sizing.choose(arch, g, tp=tp_n, max_model_len=mml, dtype=str(dtype).lower(),
-                                   kv_cache_dtype=str(kv_cache_dtype).lower(), max_num_seqs=seqs)
-            sizes = [tp_n] if tp_n is not None else sizing.tp_sizes_on_node(arch, g, 1, False)
-            for t in sizes:
-                p = sizing.plan_for_gpu(arch, g, tp=t, max_model_len=choice.max_model_len, dtype=str(dtype).lower(),
-                                        kv_cache_dtype=str(kv_cache_dtype).lower(), max_num_seqs=seqs)
-                if p is None or not p.fits:
-                    continue
-                shape = shape_of(arch, p, name=profile_obj.id, tp=t)
-                if shape is None:
-                    continue
-                setups.append((g.name, t, shape, device_of(g, fp8=shape.fp8),
-                               Engine(p.max_num_seqs, p.max_num_batched_tokens, p.kv_cache_tokens)))
+        setups = _gpu_setups(arch, profile_obj.id, gpu=gpu, tp=tp, max_model_len=max_model_len, dtype=dtype,
+                             kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs)
     if not setups:
         raise UsageError(f"no GPU setup starts this model here; lower {param('max_model_len')}, quantize ({param('dtype', 'fp8')}) "
                          "or pick a larger GPU")
@@ -274,3 +285,84 @@ def capacity(
                     {"usd_per_hour": PRICES[r.gpu].usd_per_hour, "date": PRICES[r.gpu].date, "source": PRICES[r.gpu].source})
             for r in rows if r.gpu in prices}
     return CapacityTable(profile_obj, goal, rate, int(isl), int(osl), rows, cal, used)
+
+
+# --------------------------------------------------------------------------
+# latency and throughput at a load: llmctl plan --concurrency N,M / --rate R
+
+
+@dataclass
+class LoadTable:
+    profile: Any
+    mode: str  # "concurrency" (closed loop) | "rate" (open loop)
+    values: tuple
+    isl: int
+    osl: int
+    rows: list = field(default_factory=list)  # llmctl.perf.capacity.LoadRow
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.profile.id, "mode": self.mode, "values": list(self.values), "isl": self.isl,
+                "osl": self.osl, "estimate": True, "per": "replica", "rows": [r.to_json() for r in self.rows]}
+
+
+def parse_concurrency(text: str) -> tuple[int, ...]:
+    """``1,8,64`` → (1, 8, 64); anything else is a UsageError naming --concurrency."""
+    vals = []
+    for part in (text or "").split(","):
+        part = part.strip()
+        try:
+            v = int(part)
+        except ValueError:
+            v = 0
+        if v < 1 or str(v) != part.lstrip("+"):
+            raise UsageError(f"{param('concurrency')}: '{part}' is not a positive whole number of concurrent requests "
+                             "(e.g. 1,8,64)", param="concurrency")
+        vals.append(v)
+    return tuple(vals)
+
+
+def load(
+    model: Union[str, ModelProfile],
+    *,
+    concurrency: Optional[str] = None,
+    rate: Optional[float] = None,
+    isl: int = 1000,
+    osl: int = 200,
+    gpu: Optional[str] = None,
+    tp: Union[None, int, str] = None,
+    max_model_len: Union[None, int, str] = None,
+    dtype: str = "auto",
+    kv_cache_dtype: str = "auto",
+    max_num_seqs: Union[None, int, str] = None,
+) -> LoadTable:
+    """``llmctl plan --concurrency N[,M...]`` (closed loop: N clients per
+    replica) or ``--rate R`` (open loop: R requests per second per replica):
+    per GPU type and TP size, the predicted TTFT, ITL, request and token
+    throughput of one replica, each with the band its kind of setup was off
+    by on the calibration data, and why a row extrapolates. The figures are
+    those ``--slo`` searches over (llmctl.perf.capacity.at_load)."""
+    from llmctl.perf.capacity import load_rows
+
+    if (concurrency is None) == (rate is None):
+        raise UsageError(f"pass one of {param('concurrency')} or {param('rate')}", param="concurrency")
+    if rate is not None and not rate > 0:
+        raise UsageError(f"{param('rate')}: must be a positive number of requests per second (got {rate:g})", param="rate")
+    values = parse_concurrency(concurrency) if concurrency is not None else (float(rate),)
+    for name, v in (("isl", isl), ("osl", osl)):
+        if v is None or int(v) < 1:
+            raise UsageError(f"{param(name)}: must be a positive number of tokens (got {v})", param=name)
+    profile_obj = model if isinstance(model, ModelProfile) else parse_flag("model", resolve_model, model)
+    arch = profile_obj.architecture
+    if arch is None:
+        raise UsageError(f"{param('model')}: {profile_obj.hf_repo}: no architecture known; pass an HF repo id or a directory with "
+                         "config.json", param="model")
+    if gpu is not None and gpu.strip().lower() == "cpu":
+        raise UsageError(f"{param('gpu', 'cpu')}: the CPU engine has no datasheet roofline; use --slo with --profile", param="gpu")
+    setups = _gpu_setups(arch, profile_obj.id, gpu=gpu, tp=tp, max_model_len=max_model_len, dtype=dtype,
+                         kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs)
+    if not setups:
+        raise UsageError(f"no GPU setup starts this model here; lower {param('max_model_len')}, quantize ({param('dtype', 'fp8')}) "
+                         "or pick a larger GPU")
+    mode = "concurrency" if concurrency is not None else "rate"
+    rows = load_rows(setups, mode=mode, values=values, isl=int(isl), osl=int(osl))
+    return LoadTable(profile_obj, mode, values, int(isl), int(osl), rows)

@@ -35,7 +35,7 @@ FLAG_CASES = [
     ("zero-max-replicas", ["-m", "qwen3-0.6b", "--gpu", "L4", "--max-replicas", "0"],
      "error: --max-replicas: max replicas must be >= 1, got 0"),
     ("unknown-gpu", ["-m", "qwen3-0.6b", "--gpu", "FOO"],
-     "error: --gpu: unknown GPU type 'FOO'; choose one of: L4, A10G, L40S, A100-40G, A100-80G, H100, H200, B200, cpu"),
+     "error: --gpu: unknown GPU type 'FOO'; choose one of: L4, A10G, L40S, A100-40G, A100-80G, H100, H200, B200, B300, cpu"),
     ("max-model-len-text", ["-m", "qwen3-0.6b", "--gpu", "L4", "--max-model-len", "abc"],
      "error: --max-model-len: max_model_len must be an integer, got 'abc'"),
     ("max-model-len-too-long", ["-m", "llama-3.1-8b-instruct", "--gpu", "H100", "--max-model-len", "200000"],
@@ -177,7 +177,7 @@ def _patched(old: str, new: str) -> str:
 # (id, file text, expected line without the "file:" prefix)
 FILE_CASES = [
     ("accelerator-foo", _patched("accelerator_type: L4", "accelerator_type: FOO"),
-     "4: accelerator_type: unknown accelerator type 'FOO'; Ray accepts e.g. L4, A10G, L40S, A100-40G, A100-80G, H100, H200, B200"),
+     "4: accelerator_type: unknown accelerator type 'FOO'; Ray accepts e.g. L4, A10G, L40S, A100-40G, A100-80G, H100, H200, B200, B300"),
     ("tp-3", _patched("tensor_parallel_size: 1", "tensor_parallel_size: 3"),
      "6: engine_kwargs.tensor_parallel_size: TP 3 does not divide the 32 attention heads (valid: 1, 2, 4, 8)"),
     ("tp-text", _patched("tensor_parallel_size: 1", "tensor_parallel_size: two"),

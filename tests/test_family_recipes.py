@@ -62,6 +62,7 @@ EXPECTED = {
     "llama-3.3-70b-instruct": ("llama3_json", None),
     "llama-4-maverick-17b-128e-instruct": ("llama4_pythonic", None),
     "llama-4-scout-17b-16e-instruct": ("llama4_pythonic", None),
+    "minimax-m2.5": ("minimax_m2", "minimax_m2_append_think"),  # MiniMax-AI/MiniMax-M2.5 docs/vllm_deploy_guide.md
     "mistral-7b-instruct-v0.3": ("mistral", None),
     "mistral-small-24b-instruct-2501": ("mistral", None),
     "mixtral-8x7b-instruct-v0.1": (None, None),

@@ -128,7 +128,7 @@ def test_interactive_custom_model_gated_token_and_second_model(tmp_path):
     c.expect("Model id clients will send")
     c.send(ENTER)
     c.expect("GPU type")
-    c.send(DOWN * 8 + ENTER)        # last entry: cpu
+    c.send(DOWN * 9 + ENTER)        # last entry: cpu (after B300)
     c.expect("Engine settings")
     c.send("y")                     # add one: typed by vLLM's own argument types
     c.expect("Engine argument KEY=VALUE")

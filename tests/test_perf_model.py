@@ -12,7 +12,8 @@ import pytest
 from helpers import run_cli
 from llmctl.errors import UsageError
 from llmctl.perf.calibrate import fit, nnls
-from llmctl.perf.roofline import Device, Efficiency, Engine, ModelShape, predict, step_time
+from llmctl.perf.roofline import Device, Efficiency, Engine, ModelShape, step_time
+from llmctl.perf.steady import predict
 from llmctl.perf.slo import parse_prices, parse_slo, parse_sweep
 from llmctl.perf.sweep import goodput, max_rate_within
 
@@ -82,7 +83,7 @@ def test_front_end_queue_between_its_two_limits():
     """One client waits one service time; many approach the front end's rate
     1/s, and the wait grows smoothly with the clients before that (Schweitzer's
     MVA: within a few per cent of exact MVA for one queue and a delay)."""
-    from llmctl.perf.roofline import frontend_wait
+    from llmctl.perf.steady import frontend_wait
 
     s, z = 0.1, 0.3
     assert frontend_wait(s, 1, z) == pytest.approx(s)
@@ -204,7 +205,7 @@ def test_plan_slo_text_says_estimate(capsys):
 def test_plan_slo_errors(capsys):
     r = run_cli(capsys, "plan", "--model", "qwen2.5-7b-instruct", "--gpu", "cpu", "--slo", "ttft_p95=1s")
     assert r.code == 2 and "calibrate it with `llmctl bench --sweep" in r.err
-    r = run_cli(capsys, "plan", "--model", "qwen2.5-7b-instruct", "--rate", "3")
+    r = run_cli(capsys, "plan", "--model", "qwen2.5-7b-instruct", "--price", "L4=1")
     assert r.code == 2 and "add --slo" in r.err
     r = run_cli(capsys, "plan", "--model", "qwen2.5-7b-instruct", "--slo", "ttft_p95=1s", "--rate", "-1")
     assert r.code == 2 and "--rate: must be a positive number" in r.err

@@ -38,9 +38,10 @@ def plan_cmd(
     max_num_seqs: Annotated[Optional[str], typer.Option("--max-num-seqs", metavar="N", help="vLLM's --max-num-seqs (default: that vLLM's, by GPU size).")] = None,
     max_num_batched_tokens: Annotated[Optional[str], typer.Option("--max-num-batched-tokens", metavar="TOKENS", help="vLLM's --max-num-batched-tokens (8192, 8K; default: that vLLM's, by GPU size).")] = None,
     slo: Annotated[Optional[str], typer.Option("--slo", metavar="TARGETS", help="Plan for latency targets instead: ttft_p95=500ms,itl_p95=40ms (itl: each request's mean time per output token). Shows the estimated highest request rate per replica, replicas, cost and the limiting bound; --gpu may then list several (L4,H100).")] = None,
-    rate: Annotated[Optional[float], typer.Option("--rate", metavar="REQ_PER_S", help="With --slo: the request rate to serve (replicas and cost are for it).")] = None,
-    isl: Annotated[int, typer.Option("--isl", metavar="TOKENS", help="With --slo: prompt tokens per request.")] = 1000,
-    osl: Annotated[int, typer.Option("--osl", metavar="TOKENS", help="With --slo: output tokens per request.")] = 200,
+    rate: Annotated[Optional[float], typer.Option("--rate", metavar="REQ_PER_S", help="With --slo: the request rate to serve (replicas and cost are for it). Without --slo: predicted TTFT, ITL and throughput of one replica at this rate (open loop).")] = None,
+    concurrency: Annotated[Optional[str], typer.Option("--concurrency", metavar="N[,M...]", help="Predicted TTFT, ITL, request and token throughput of one replica with N concurrent clients (closed loop), per GPU and TP size.")] = None,
+    isl: Annotated[int, typer.Option("--isl", metavar="TOKENS", help="With --slo, --concurrency or --rate: prompt tokens per request.")] = 1000,
+    osl: Annotated[int, typer.Option("--osl", metavar="TOKENS", help="With --slo, --concurrency or --rate: output tokens per request.")] = 200,
     price: Annotated[Optional[str], typer.Option("--price", metavar="GPU=USD,...", help="With --slo: USD per GPU-hour, overriding llmctl's dated default table (e.g. L4=0.70,H100=2.99).")] = None,
     profile: Annotated[Optional[list[Path]], typer.Option("--profile", metavar="FILE", help="With --slo: a `bench --sweep -o` file (repeatable: one per replica count) to fit the model's efficiencies to; needed for --gpu cpu.")] = None,
     json_: JsonOpt = False,
@@ -53,6 +54,9 @@ def plan_cmd(
     if slo is not None:
         from llmctl.planner import capacity
 
+        if concurrency is not None:
+            raise UsageError("--concurrency: not with --slo (--slo searches the concurrency itself; --rate sets the rate to serve)")
+
         table = capacity(model, slo=slo, rate=rate, isl=isl, osl=osl, gpu=gpu, tp=tp, price=price,
                          profile=[str(p) for p in profile or []], max_model_len=max_model_len, dtype=dtype,
                          kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs)
@@ -61,8 +65,20 @@ def plan_cmd(
         else:
             _render_capacity(table)
         return
-    if rate is not None or price is not None or profile:
-        raise UsageError("--rate, --price and --profile plan for a latency goal: add --slo (e.g. --slo ttft_p95=500ms,itl_p95=40ms)")
+    if concurrency is not None and rate is not None:
+        raise UsageError("--concurrency and --rate: pass one (clients per replica, or requests per second per replica)")
+    if price is not None or profile:
+        raise UsageError("--price and --profile plan for a latency goal: add --slo (e.g. --slo ttft_p95=500ms,itl_p95=40ms)")
+    if concurrency is not None or rate is not None:
+        from llmctl.planner import load
+
+        table = load(model, concurrency=concurrency, rate=rate, isl=isl, osl=osl, gpu=gpu, tp=tp,
+                     max_model_len=max_model_len, dtype=dtype, kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs)
+        if json_:
+            print_json(table.to_json())
+        else:
+            _render_load(table)
+        return
     table = plan(model, gpu=gpu, gpu_memory=gpu_memory, tp=tp, pp=pp, max_model_len=max_model_len,
                  gpu_memory_utilization=gpu_memory_utilization, dtype=dtype, kv_cache_dtype=kv_cache_dtype,
                  min_concurrency=min_concurrency, vllm_version=vllm_version, quantization=quantization,
@@ -170,9 +186,53 @@ def _render_capacity(table) -> None:
                      "the factor extrapolates to others)" if cal.per_replicas else ""), markup=False)
     for src in sorted({v["source"] for v in table.prices.values()}):
         out.print(f"prices: {src}", markup=False)
-    out.print("These are estimates of a roofline model, not measurements: against 19 published vLLM runs it was "
-              "within ±30 % on 17 (docs/capacity.md, per GPU type). Measure yours with `llmctl bench --sweep ... "
-              "--slo ... -o bench.json` and calibrate with --profile bench.json.", markup=False)
+    for r in table.rows:
+        for why in r.extrapolates:
+            out.print(f"extrapolates: {r.gpu} TP {r.tp}: {why}", markup=False)
+    out.print("These are estimates of a step-time model of vLLM, not measurements: docs/capacity.md gives its accuracy "
+              "per GPU, model kind, precision and TP on 751 measured points (JSON: each row's 'band'). Measure yours "
+              "with `llmctl bench --sweep ... --slo ... -o bench.json` and calibrate with --profile bench.json.", markup=False)
     if best is not None:
         out.print(f"Next: llmctl gen-config --model {table.profile.id} --slo {table.slo.text()}"
                   + (f" --rate {table.rate:g}" if table.rate else "") + f" --isl {table.isl} --osl {table.osl}", markup=False)
+
+
+def _band_text(band: dict, metric: str) -> str:
+    b = band.get(metric)
+    return f"x{b['low']:.2f}-{b['high']:.2f}" if b else "?"
+
+
+def _render_load(table) -> None:
+    import math
+
+    from rich.table import Table
+
+    what = "concurrent clients" if table.mode == "concurrency" else "requests/s"
+    t = Table(title=f"{table.profile.id}: one replica at {', '.join(f'{v:g}' for v in table.values)} {what}, "
+                    f"{table.isl:,} in / {table.osl:,} out tokens (estimates)", title_justify="left")
+    for col, just in (("GPU", "left"), ("TP", "right"), ("load", "right"), ("TTFT", "right"), ("ITL", "right"),
+                      ("req/s", "right"), ("out tok/s", "right"), ("measured/predicted (tok/s)", "right"),
+                      ("limited by", "left"), ("", "left")):
+        t.add_column(col, justify=just)
+    notes: list[str] = []
+    for r in table.rows:
+        p = r.prediction
+        sat = p.saturated
+        ttft = "saturated" if sat or not math.isfinite(p.ttft_s) else (
+            f"{p.ttft_s * 1000:.0f} ms" if p.ttft_s < 10 else f"{p.ttft_s:.1f} s")
+        flag = "extrapolates" if r.extrapolates else ""
+        for why in r.extrapolates:
+            if why not in notes:
+                notes.append(why)
+        t.add_row(r.gpu, str(r.tp), f"{r.load:g}", ttft, f"{p.itl_s * 1000:.1f} ms", f"{p.rate:.2f}",
+                  f"{p.output_tokens_per_s:,.0f}", _band_text(r.band, "tok_s"),
+                  ("queued beyond " + p.capped_by.replace("_", " ")) if p.capped_by else p.decode_bound.replace("_", " "), flag)
+    out.print(t)
+    for why in notes:
+        out.print(f"extrapolates: {why}", markup=False)
+    if any(r.prediction.saturated for r in table.rows):
+        out.print("saturated: the replica cannot sustain that rate; the queue grows without bound (add replicas, "
+                  "or see `llmctl plan --slo ...` for the highest rate within a latency goal)", markup=False)
+    out.print("These are estimates of a step-time model of vLLM, calibrated on measured GPU sweeps (docs/capacity.md); "
+              "'measured/predicted' is the 10th-90th percentile of that ratio for this kind of setup in those sweeps.",
+              markup=False)

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from llmctl.errors import UsageError
-from llmctl.perf.roofline import Device, Efficiency, Engine, ModelShape, predict, step_time
+from llmctl.perf.roofline import Device, Efficiency, Engine, ModelShape, step_time
+from llmctl.perf.steady import predict
 
 
 @dataclass

@@ -12,11 +12,12 @@ rate. ``bench --slo`` measures the same quantity (llmctl.perf.sweep).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from llmctl.perf.calibrate import Calibration
-from llmctl.perf.roofline import Device, Efficiency, Engine, ModelShape, Prediction, predict
+from llmctl.perf.roofline import Device, Efficiency, Engine, ModelShape
+from llmctl.perf.steady import Prediction, capacity_cap, predict, predict_rate
 from llmctl.perf.slo import SLO
 
 HEADROOM = 1.25  # max_ongoing_requests / target_ongoing_requests (llmctl.sizing.autoscale)
@@ -56,6 +57,8 @@ class Capacity:
     cheapest: bool = False
     note: str = ""
     by_replicas: Optional[dict] = None  # a shared-host (CPU) calibration: replicas -> rate of all of them
+    band: Optional[dict] = None  # measured / predicted on the calibration data for this kind (llmctl.perf.bands)
+    extrapolates: list = field(default_factory=list)  # why the figure leaves the calibration data
 
     @property
     def max_ongoing_requests(self) -> int:
@@ -93,20 +96,25 @@ def _failing(slo: SLO, p: Prediction) -> str:
     return metric
 
 
+def at_load(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, isl: int, osl: int,
+            concurrency: Optional[float] = None, rate: Optional[float] = None) -> Prediction:
+    """One replica at a load: ``concurrency`` closed-loop clients, or ``rate``
+    requests per second (open loop). What plan --concurrency / --rate show and
+    what --slo searches over."""
+    if rate is not None:
+        return predict_rate(shape, dev, eff, engine, rate=rate, isl=isl, osl=osl)
+    return predict(shape, dev, eff, engine, concurrency=float(concurrency or 1), isl=isl, osl=osl)
+
+
 def max_rate(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, slo: SLO, *, isl: int, osl: int,
              replicas: int = 1, cal: Optional[Calibration] = None) -> tuple[float, float, Optional[Prediction], str]:
     """(rate of all ``replicas``, concurrency per replica, prediction, bound)."""
     e = cal.for_replicas(replicas) if cal is not None else eff
 
     def at(n: float) -> Prediction:
-        return predict(shape, dev, e, engine, concurrency=n, isl=isl, osl=osl)
+        return at_load(shape, dev, e, engine, isl=isl, osl=osl, concurrency=n)
 
-    cap = engine.max_num_seqs
-    cap_name = "max_num_seqs"
-    if engine.kv_tokens:
-        kv_seqs = engine.kv_tokens / max(1, isl + osl)
-        if kv_seqs < cap:
-            cap, cap_name = kv_seqs, "kv_capacity"
+    cap, cap_name = capacity_cap(engine, isl, osl)
     lo_n = min(1.0, cap)
     p = at(lo_n)
     if not _met(slo, p):
@@ -163,6 +171,8 @@ def plan_capacity(setups: list[tuple[str, int, ModelShape, Device, Engine]], slo
             continue
         r1, n, p, bound = max_rate(shape, dev, eff, engine, slo, isl=isl, osl=osl, replicas=1, cal=cal)
         row = Capacity(gpu, tp, r1, n, p, bound, price=prices.get(gpu))
+        if cal is None:
+            row.band, row.extrapolates = uncertainty(gpu, shape, n if r1 > 0 else None)
         if cal is not None and cal.shared_host:
             row.by_replicas = {r: max_rate(shape, dev, eff, engine, slo, isl=isl, osl=osl, replicas=r, cal=cal)[0]
                                for r in sorted(set(cal.replica_stretch) | {1, 2})}
@@ -192,4 +202,54 @@ def plan_capacity(setups: list[tuple[str, int, ModelShape, Device, Engine]], slo
     priced = [r for r in rows if r.meets and r.usd_per_hour is not None]
     if priced:
         min(priced, key=lambda r: (r.usd_per_hour, r.tp)).cheapest = True
+    return rows
+
+
+def uncertainty(gpu: str, shape: ModelShape, concurrency: Optional[float]) -> tuple[dict, list[str]]:
+    """The bands (measured / predicted, 10th-90th percentile) of the setup's kinds on the calibration data, per
+    figure, and why it extrapolates."""
+    from llmctl.perf import bands
+
+    kinds = bands.kinds_of(gpu, shape)
+    out = {m: b.to_json() for m in bands.METRICS if (b := bands.band(m, kinds)) is not None}
+    return out, bands.extrapolation(kinds, concurrency)
+
+
+@dataclass
+class LoadRow:
+    """One replica setup (GPU, TP) at one load."""
+
+    gpu: str
+    tp: int
+    load: float  # concurrency (closed loop) or requests/s (open loop)
+    prediction: Prediction
+    band: dict = field(default_factory=dict)
+    extrapolates: list = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.prediction
+
+        def num(v: float) -> Optional[float]:
+            return round(v, 6) if math.isfinite(v) else None
+
+        return {"gpu": self.gpu, "tp": self.tp, "load": self.load, "saturated": p.saturated,
+                "concurrency": num(p.concurrency), "requests_per_s": num(p.rate),
+                "output_tokens_per_s": num(p.output_tokens_per_s), "ttft_s": num(p.ttft_s),
+                "ttft_p95_s": num(p.ttft_p95_s), "itl_s": num(p.itl_s), "itl_p95_s": num(p.itl_p95_s),
+                "latency_s": num(p.latency_s), "running": num(p.running), "queued_beyond": p.capped_by or None,
+                "decode_bound": p.decode_bound, "prefill_bound": p.prefill_bound, "band": self.band,
+                "extrapolates": self.extrapolates}
+
+
+def load_rows(setups: list[tuple[str, int, ModelShape, Device, Engine]], *, mode: str, values: tuple, isl: int,
+              osl: int, eff: Optional[Efficiency] = None) -> list[LoadRow]:
+    """A LoadRow per setup and load value (mode: "concurrency" or "rate")."""
+    eff = eff or Efficiency()
+    rows = []
+    for gpu, tp, shape, dev, engine in setups:
+        for v in values:
+            kw = {"concurrency": v} if mode == "concurrency" else {"rate": v}
+            p = at_load(shape, dev, eff, engine, isl=isl, osl=osl, **kw)
+            band, why = uncertainty(gpu, shape, p.concurrency)
+            rows.append(LoadRow(gpu, tp, v, p, band, why))
     return rows

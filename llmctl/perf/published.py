@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
-from llmctl.perf.roofline import Efficiency, Engine, device_of, predict, shape_of
+from llmctl.perf.roofline import Efficiency, Engine, device_of, shape_of
+from llmctl.perf.steady import predict
 
 EAGER_STEP_S = 0.008  # --enforce-eager: no CUDA graphs, one kernel launch per op per layer (docs/capacity.md)
 

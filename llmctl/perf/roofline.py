@@ -1,27 +1,41 @@
-"""The performance model: one replica's engine step as a roofline, and the
-steady state of a closed loop of N concurrent requests.
+"""One engine step of one replica, as vLLM V1 runs it on a GPU.
 
-An engine step (vLLM V1, continuous batching with chunked prefill) runs the
-``B`` decoding sequences plus a chunk of prompt tokens. Its time is
+An engine step (continuous batching, chunked prefill) runs ``B`` decoding
+sequences plus a chunk of ``P`` prompt tokens through every layer. Its time
+is the sum of what the step's kernels cost, each at its own roofline:
 
-    t_step = t_0 + B·t_seq + P·t_tok + max(bytes / (BW·η_mem), flops / (F·η_flop)) + t_comm
+    t_step = t_0 + B·t_seq + P·t_tok                       (engine CPU, batched)
+           + L·t_layer + L_moe·t_moe_layer                 (kernel floors per layer)
+           + max(W_dense / (BW·η_mem), F_dense / (F_q·η_gemm[q]))   (dense GEMMs)
+           + max(W_touched / (BW·η_moe[q]), F_moe / (F_q·η_moe[q]))  (fused-MoE kernels)
+           + KV_read / (BW·η_mem) + F_attn / (F_bf16·η_attn)  (attention)
+           + 2·L·(t_ar + 2·(TP−1)/TP · bytes / link)      (TP all-reduce per layer)
 
-- bytes: the weights one GPU reads once per step (for a mixture of experts
-  only the experts the step's tokens touch), plus the KV cache of every
-  sequence's context (attention reads it all);
-- flops: 2 × active parameters per token (the matmuls) plus attention,
-  4 × layers × query width × context per token;
-- t_comm: tensor parallelism's two all-reduces per layer of the step's
-  activations, ring all-reduce over the GPU link (2·(TP−1)/TP · bytes / link)
-  plus a fixed latency each;
-- t_0, t_seq, t_tok: the engine's own costs per step, per running sequence
-  and per prompt token (scheduling, sampling, detokenizing, Python), which
-  dominate on a CPU and with tiny models.
+- W_dense: attention projections, dense MLPs, shared experts and lm_head on
+  one GPU (read once per step); W_touched: the routed experts the step's
+  tokens select (uniform routing: 1 − (1 − k/E)^tokens of them);
+- F_q: the tensor-core rate of the weights' format (hardware.py: BF16, FP8,
+  FP4 dense TFLOP/s; FP4 weights on a GPU without FP4 tensor cores run at
+  the 16-bit rate, vLLM's Marlin / Triton W4A16 kernels);
+- attention reads every decoding sequence's KV cache and computes the
+  prompt chunk's queries against their context (flash attention, bf16);
+- t_layer: what a layer costs whatever its size (a few kernels that each
+  take a few microseconds even inside a CUDA graph: the floor a small
+  decode batch sees);
+- t_0, t_seq, t_tok: the engine core's own work per step, per running
+  sequence and per prompt token (scheduling, input preparation, sampling,
+  output processing) — batched over the step, not a serial cost per
+  sequence; with CUDA graphs (decode steps) the launch cost is in t_0.
 
-BW, F and the link come from the GPU table (llmctl.hardware); the
-efficiencies η and the overheads are :class:`Efficiency` — defaults chosen on
-the training half of tests/data/perf_published.yaml, or fitted to a
-measurement (:mod:`llmctl.perf.calibrate`). Every figure is an estimate.
+Expert parallelism (``--enable-expert-parallel`` without data parallelism)
+deals whole experts out over the TP ranks: the bytes per GPU are the same,
+and vLLM's all-gather / reduce-scatter around the MoE layer costs what the
+all-reduce it replaces costs, so the step is the same sum.
+
+BW, the TFLOP/s and the link come from llmctl.hardware; every η and
+overhead is an :class:`Efficiency` field, fitted on the calibration series
+(docs/capacity.md says which on which data). Steady states of a closed or
+an open loop of requests over these steps: :mod:`llmctl.perf.steady`.
 """
 
 from __future__ import annotations
@@ -35,7 +49,7 @@ GB = 1e9
 
 @dataclass(frozen=True)
 class ModelShape:
-    """What the roofline needs of one model at one TP size (per GPU)."""
+    """What the step needs of one model at one TP size."""
 
     name: str
     tp: int
@@ -49,58 +63,99 @@ class ModelShape:
     layers: int
     hidden: int
     act_bytes: int = 2  # bytes per activation element (all-reduce payload)
-    fp8: bool = False  # weights in fp8: matmuls may use the fp8 tensor cores
+    fp8: bool = False  # the dense weights are fp8
+    expert_params_active: float = 0.0  # per token, all GPUs: routed-expert parameters a token passes
+    dense_kind: str = "bf16"  # tensor-core path of the dense GEMMs: bf16 | fp8 | fp4
+    moe_kind: str = ""  # fused-MoE kernel: fp8 (block) | mxfp4 | nvfp4 | bf16 | int8 | int4 ("": dense model)
+    moe_layers: int = 0
+    ep: bool = False  # --enable-expert-parallel
+
+    @property
+    def moe(self) -> bool:
+        return bool(self.experts) and self.expert_bytes > 0
+
+    @property
+    def quant(self) -> str:
+        """The weights' precision label, as the calibration data names it: fp4 | fp8 | bf16 (the experts' for a MoE)."""
+        kind = self.moe_kind if self.moe else self.dense_kind
+        return {"mxfp4": "fp4", "nvfp4": "fp4", "fp4": "fp4", "fp8": "fp8"}.get(kind, "bf16" if kind in ("bf16", "") else kind)
+
+    def touched(self, tokens: float) -> float:
+        """Fraction of the routed experts ``tokens`` top-k choices touch (uniform routing)."""
+        if not self.moe:
+            return 0.0
+        return 1 - (1 - self.experts_per_token / self.experts) ** max(tokens, 1)
 
     def weight_read_bytes(self, tokens: float) -> float:
-        """Bytes of weights one GPU reads in a step of ``tokens`` tokens: the
-        experts ``tokens`` top-k choices touch, uniform routing assumed."""
-        if not self.experts or self.expert_bytes <= 0:
-            return self.dense_bytes
-        k = self.experts_per_token / self.experts
-        touched = 1 - (1 - k) ** max(tokens, 1)
-        return self.dense_bytes + self.expert_bytes * touched
+        """Bytes of weights one GPU reads in a step of ``tokens`` tokens."""
+        return self.dense_bytes + self.expert_bytes * self.touched(tokens)
 
 
 @dataclass(frozen=True)
 class Device:
-    """A roofline: peak bandwidth (bytes/s), dense FLOP/s and the GPU link."""
+    """A roofline: peak bandwidth (bytes/s), dense FLOP/s per tensor-core dtype and the GPU link."""
 
     name: str
     mem_bw: float  # bytes/s; math.inf: not modelled (a CPU profile learns overheads only)
-    flops: float  # FLOP/s at the weights' dtype
+    flops: float  # dense BF16 FLOP/s
     link_bw: float = 0.0  # bytes/s per direction
-    link_latency_s: float = 10e-6  # per all-reduce (NCCL small-message latency, order of magnitude)
+    link_latency_s: float = 10e-6  # unused on a GPU row: Efficiency.ar_s is the fitted all-reduce latency
+    fp8_flops: float = 0.0  # 0: no fp8 tensor cores (fp8 weights run at the bf16 rate)
+    fp4_flops: float = 0.0  # 0: no fp4 tensor cores (fp4 weights run at the bf16 rate, Marlin W4A16)
+    blackwell: bool = False  # SM 10.x: vLLM runs other GEMM / attention kernels there (CUTLASS sm100, FlashInfer TRT-LLM)
 
     @property
     def known(self) -> bool:
         return 0 < self.mem_bw < math.inf and 0 < self.flops < math.inf
 
+    def rate(self, kind: str) -> float:
+        """Dense FLOP/s of the tensor-core path a weight format takes here."""
+        if kind == "fp4":
+            return self.fp4_flops or self.flops
+        if kind == "fp8":
+            return self.fp8_flops or self.flops
+        return self.flops
 
-def device_of(gpu, *, fp8: bool = False) -> Device:
-    """The roofline of a row of llmctl.hardware.TABLE (fp8: its fp8 tensor cores, when it has them)."""
+
+def device_of(gpu, **_: Any) -> Device:
+    """The roofline of a row of llmctl.hardware.TABLE."""
     if gpu.is_cpu:
         return Device("cpu", math.inf, math.inf)
-    tflops = gpu.fp8_tflops if fp8 and gpu.fp8_tflops else gpu.bf16_tflops
-    return Device(gpu.name, gpu.hbm_gb_s * GB, tflops * 1e12, gpu.link_gb_s * GB,
-                  5e-6 if gpu.interconnect == "nvswitch" else 15e-6)
+    return Device(gpu.name, gpu.hbm_gb_s * GB, gpu.bf16_tflops * 1e12, gpu.link_gb_s * GB,
+                  fp8_flops=gpu.fp8_tflops * 1e12, fp4_flops=gpu.fp4_tflops * 1e12, blackwell=gpu.blackwell_datacenter)
 
 
 @dataclass(frozen=True)
 class Efficiency:
-    """Fractions of the roofline reached, and the engine's overheads (seconds)."""
+    """Fractions of the roofline each kind of kernel reaches, and the engine's
+    overheads (seconds). The defaults were fitted on the training series of
+    tests/data/gpu_serving_measurements.yaml (bench/fit_gpu.py; docs/capacity.md
+    lists each with the data it was set on); a CPU profile
+    (llmctl.perf.calibrate) refits the overheads."""
 
-    # Defaults: chosen on tests/data/perf_published.yaml (docs/capacity.md, "How the defaults were chosen")
-    mem: float = 0.80  # of peak bandwidth in decode
-    compute: float = 0.35  # of dense peak FLOP/s (end to end: attention, norms and sampling included)
-    compute_half_tokens: float = 0.0  # >0: tokens in a step at which the matmuls reach half of `compute`
-    step_s: float = 0.001  # per engine step (scheduler, kernel launches)
-    seq_s: float = 0.0002  # per running sequence per step (scheduling, sampling, detokenizing)
-    frontend_s: float = 0.02  # per request, serial in the API server (tokenizing, HTTP, streaming): a queue (frontend_wait), rate < 1/frontend_s
-    token_s: float = 0.0  # per prompt token (tokenizing, the prefill's own overheads)
-    request_s: float = 0.010  # per request before its first step (HTTP, Ray Serve router, ingress)
-    ttft_steps: float = 1.5  # steps a new request spends before its first token: waiting for the running one, then its own
+    mem: float = 0.898  # of peak HBM bandwidth: dense weights and KV reads
+    compute: float = 0.35  # of dense peak FLOP/s, for a weight format with no fitted kernel (and a CPU profile)
+    gemm_bf16: float = 0.475  # dense GEMMs on the 16-bit tensor cores (prefill-sized)
+    gemm_fp8: float = 0.347  # dense fp8 GEMMs (CUTLASS / FlashInfer fp8)
+    gemm_fp4: float = 0.13  # dense NVFP4 GEMMs (CUTLASS / FlashInfer fp4)
+    moe_fp8: float = 0.563  # fused-MoE fp8 block-scaled kernels (Triton / DeepGEMM / CUTLASS): of the roofline
+    moe_mxfp4: float = 0.95  # gpt-oss MXFP4 experts (Marlin on Hopper, FlashInfer TRT-LLM on Blackwell)
+    moe_nvfp4: float = 0.832  # NVFP4 experts (FlashInfer CUTLASS / TRT-LLM)
+    moe_bf16: float = 0.45  # unquantized experts (and int8 / int4 ones, not calibrated)
+    attn: float = 0.13  # prefill flash attention of the 16-bit tensor cores
+    layer_s: float = 4.2e-05  # per layer per step whatever its size (kernel floors)
+    moe_layer_s: float = 8.6e-06  # more per MoE layer (router, top-k, permute, two grouped GEMMs)
+    ar_s: float = 1.05e-05  # per TP all-reduce (NVSwitch one-shot / two-shot custom all-reduce)
+    step_s: float = 0.00065  # per engine step (scheduler, input preparation, graph launch)
+    seq_s: float = 2.75e-05  # per running sequence per step, batched (sampling, output processing)
+    token_s: float = 0.0  # per prompt token in a step (the CPU side of prefill)
+    api_token_s: float = 0.0  # the API server's work per streamed output token: a parallel stage (TPOT >= B × it)
+    frontend_s: float = 0.02  # per request, serial in the API server: a queue (steady.frontend_wait); set on perf_published.yaml gps-h100-qwen3-14b-128 (44 req/s at 128 in / 4 out), never binding on the calibration series (<= 16 req/s)
+    request_s: float = 0.028  # per request before its first step (HTTP, tokenizing)
+    ttft_steps: float = 1.5  # steps a new request spends before its prefill: half the running one, plus its own
     ttft_p95_ratio: float = 1.6  # p95 / mean of TTFT
     itl_p95_ratio: float = 1.15  # p95 / mean of the per-request inter-token latency
+    compute_half_tokens: float = 0.0  # unused (kept for profiles written before; the GEMM kinds replace it)
     source: str = "defaults (docs/capacity.md)"
 
     def to_json(self) -> dict[str, Any]:
@@ -110,6 +165,17 @@ class Efficiency:
     def from_json(cls, d: dict[str, Any]) -> "Efficiency":
         names = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in d.items() if k in names})
+
+    def gemm(self, kind: str) -> float:
+        return {"bf16": self.gemm_bf16, "fp8": self.gemm_fp8, "fp4": self.gemm_fp4}.get(kind, self.compute)
+
+    def moe_eff(self, kind: str) -> float:
+        return {"fp8": self.moe_fp8, "mxfp4": self.moe_mxfp4, "nvfp4": self.moe_nvfp4}.get(kind, self.moe_bf16)
+
+
+# the tensor-core path of each fused-MoE kind: MXFP4 runs W4A16 on Hopper (Marlin) and
+# MXFP4 x MXFP8 on Blackwell (FlashInfer TRT-LLM, vllm fused_moe/oracle/mxfp4.py): the fp8 rate there
+MOE_RATE = {"fp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp8", "bf16": "bf16", "int8": "bf16", "int4": "bf16"}
 
 
 @dataclass(frozen=True)
@@ -146,120 +212,53 @@ def step_time(shape: ModelShape, dev: Device, eff: Efficiency, *, decode: float,
     see ``prompt_context`` tokens on average (default: half the chunk)."""
     tokens = decode + prompt_tokens
     pctx = prompt_tokens / 2 if prompt_context is None else prompt_context
-    # attention reads every decoding sequence's whole KV cache; a prompt chunk's
-    # (flash attention, tiled queries) about once more, with what it writes
-    kv_read = (decode * context + prompt_tokens) * shape.kv_bytes_per_token
-    mem = (shape.weight_read_bytes(tokens) + kv_read) / (dev.mem_bw * eff.mem) if dev.known else 0.0
-    attn = 4 * shape.layers * shape.attn_width / shape.tp * (decode * context + prompt_tokens * pctx)
-    flops = 2 * shape.params_active / shape.tp * tokens + attn
-    # small steps use the tensor cores less well: efficiency rises with the tokens of the step
-    ceff = eff.compute * tokens / (tokens + eff.compute_half_tokens) if eff.compute_half_tokens else eff.compute
-    cmp = flops / (dev.flops * ceff) if dev.known and tokens > 0 else 0.0
-    comm = 0.0
-    if shape.tp > 1 and dev.link_bw > 0:
-        payload = tokens * shape.hidden * shape.act_bytes
-        comm = 2 * shape.layers * (2 * (shape.tp - 1) / shape.tp * payload / dev.link_bw + dev.link_latency_s)
     over = eff.step_s + decode * eff.seq_s + prompt_tokens * eff.token_s
-    return Step(over + max(mem, cmp) + comm, mem, cmp, comm, over)
-
-
-@dataclass(frozen=True)
-class Prediction:
-    concurrency: float
-    rate: float  # requests per second
-    output_tokens_per_s: float
-    ttft_s: float  # mean
-    ttft_p95_s: float
-    itl_s: float  # mean per-request inter-token latency
-    itl_p95_s: float
-    latency_s: float
-    running: float  # sequences running in the engine (≤ max_num_seqs, KV capacity)
-    decode_bound: str
-    prefill_bound: str
-    capped_by: str = ""  # "max_num_seqs" | "kv_capacity" when concurrency beyond it queues
-
-    def stats(self) -> dict[str, dict[str, float]]:
-        """In the shape of loadgen summaries, for SLO.met()."""
-        return {"ttft_s": {"p50": self.ttft_s, "p95": self.ttft_p95_s, "p90": self.ttft_p95_s, "p99": self.ttft_p95_s},
-                "tpot_s": {"p50": self.itl_s, "p95": self.itl_p95_s, "p90": self.itl_p95_s, "p99": self.itl_p95_s},
-                "latency_s": {"p50": self.latency_s, "p95": self.latency_s, "p90": self.latency_s, "p99": self.latency_s}}
-
-
-def predict(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, concurrency: float, isl: int,
-            osl: int) -> Prediction:
-    """Steady state of ``concurrency`` closed-loop clients on one replica
-    (each sends its next request when the last one finished): a fixed point
-    of Little's law (rate = concurrency / latency) and the step time."""
-    n = max(float(concurrency), 1e-6)
-    caps = [(engine.max_num_seqs, "max_num_seqs")]
-    if engine.kv_tokens:
-        caps.append((max(1.0, engine.kv_tokens / max(1, isl + osl)), "kv_capacity"))
-    cap, cap_name = min(caps, key=lambda c: c[0])
-    running = min(n, cap)
-    context = isl + osl / 2
-    budget = max(1.0, engine.max_num_batched_tokens - running)
-    rate, dec, t_prev, frontend_bound, wait = 0.0, running, 0.0, False, 0.0
-    chunks = max(1, math.ceil(isl / budget))
-    for _ in range(80):
-        dec_step = step_time(shape, dev, eff, decode=dec, prompt_tokens=min(rate * isl * t_prev, budget), context=context,
-                             prompt_context=isl / 2)
-        pf_step = step_time(shape, dev, eff, decode=dec, prompt_tokens=min(isl, budget), context=context,
-                            prompt_context=isl / 2)
-        ttft = eff.request_s + (eff.ttft_steps - 1) * dec_step.seconds + chunks * pf_step.seconds
-        itl = dec_step.seconds
-        run_latency = ttft + (osl - 1) * itl
-        # the serial front end is a queue the n clients pass once per request
-        wait = frontend_wait(eff.frontend_s, n, run_latency)
-        # prompt tokens the engine takes per second cannot exceed what the chunks hold
-        new_rate = min(n / (run_latency + wait), running / run_latency, budget / max(isl, 1) / max(pf_step.seconds, 1e-9))
-        frontend_bound = bool(eff.frontend_s) and new_rate * eff.frontend_s >= 0.9
-        new_dec = new_rate * max(osl - 1, 0) * itl
-        done = abs(new_rate - rate) <= 1e-5 * max(new_rate, 1e-9) and abs(new_dec - dec) < 1e-4 * max(dec, 1.0)
-        rate = new_rate if not rate else rate + 0.5 * (new_rate - rate)
-        dec = dec + 0.5 * (new_dec - dec)
-        t_prev = dec_step.seconds
-        if done:
-            break
-    # closed loop: all n clients cycle at the engine's rate; whatever latency the
-    # engine and the front end's queue do not explain (beyond max_num_seqs or KV
-    # capacity, behind a saturated prefill) is spent waiting before the first token
-    run_latency = ttft + (osl - 1) * itl + wait
-    total = max(run_latency, n / rate) if rate > 0 else run_latency
-    ttft_total = ttft + wait + (total - run_latency)
-    return Prediction(
-        concurrency=n, rate=n / total, output_tokens_per_s=osl * n / total,
-        ttft_s=ttft_total, ttft_p95_s=ttft_total * eff.ttft_p95_ratio, itl_s=itl, itl_p95_s=itl * eff.itl_p95_ratio,
-        latency_s=total, running=running,
-        decode_bound="frontend" if frontend_bound else dec_step.bound, prefill_bound=pf_step.bound,
-        capped_by=cap_name if n > cap else "",
-    )
-
-
-def frontend_wait(service_s: float, n: float, think_s: float) -> float:
-    """Time a request spends at a serial front end (``service_s`` each:
-    HTTP, the proxy and ingress, tokenizing) when ``n`` closed-loop clients
-    spend ``think_s`` elsewhere per request (in the engine): Schweitzer's
-    approximate mean value analysis, R = s·(1 + Q·(n−1)/n) with Q = X·R and
-    X = n / (think + R), solved in closed form. One client: R = s; many: the
-    rate tends to 1/s, with the queueing wait growing smoothly before it
-    (a hard cap at 1/s put every client at full speed right up to it)."""
-    if service_s <= 0:
-        return 0.0
-    a = (n - 1) / n if n > 1 else 0.0
-    b = think_s - service_s - a * service_s * n
-    return (-b + math.sqrt(b * b + 4 * service_s * think_s)) / 2
+    if not dev.known:
+        return Step(over, 0.0, 0.0, 0.0, over)
+    over += shape.layers * eff.layer_s + shape.moe_layers * eff.moe_layer_s
+    bw = dev.mem_bw
+    tp = shape.tp
+    # dense GEMMs: the weights once, the FLOPs of every token
+    dense_params = max(0.0, shape.params_active - shape.expert_params_active)
+    d_mem = shape.dense_bytes / (bw * eff.mem)
+    d_cmp = 2 * dense_params / tp * tokens / (dev.rate(shape.dense_kind) * eff.gemm(shape.dense_kind))
+    # fused MoE: the experts the tokens touch, at the kernel's own efficiency
+    m_mem = m_cmp = 0.0
+    if shape.moe:
+        e = eff.moe_eff(shape.moe_kind)
+        m_mem = shape.expert_bytes * shape.touched(tokens) / (bw * e)
+        m_cmp = 2 * shape.expert_params_active / tp * tokens / (dev.rate(MOE_RATE.get(shape.moe_kind, "bf16")) * e)
+    # attention: decode reads each sequence's KV; a prompt chunk's queries see their context (and write their KV)
+    a_mem = (decode * context + prompt_tokens) * shape.kv_bytes_per_token / (bw * eff.mem)
+    a_cmp = 4 * shape.layers * shape.attn_width / tp * (decode * context + prompt_tokens * pctx) / (dev.flops * eff.attn)
+    mem = d_mem + m_mem + a_mem
+    cmp = d_cmp + m_cmp + a_cmp
+    kernels = max(d_mem, d_cmp) + max(m_mem, m_cmp) + max(a_mem, a_cmp)
+    comm = 0.0
+    if tp > 1 and dev.link_bw > 0:
+        payload = tokens * shape.hidden * shape.act_bytes
+        comm = 2 * shape.layers * (eff.ar_s + 2 * (tp - 1) / tp * payload / dev.link_bw)
+    return Step(over + kernels + comm, mem, cmp, comm, over)
 
 
 def with_overrides(eff: Efficiency, **kw: Any) -> Efficiency:
     return replace(eff, **{k: v for k, v in kw.items() if v is not None})
 
 
-def shape_of(arch, plan, *, name: str, tp: int) -> Optional[ModelShape]:
-    """The roofline's view of a model from llmctl.sizing's parameter count and memory plan (None: unknown)."""
+_MOE_KIND = {"fp8": "fp8", "mxfp4": "mxfp4", "nvfp4": "nvfp4", "int8": "int8", "int4": "int4"}
+_DENSE_KIND = {"fp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"}
+
+
+def shape_of(arch, plan, *, name: str, tp: int, dtype: str = "auto", quantization: Optional[str] = None,
+             ep: bool = False) -> Optional[ModelShape]:
+    """The step's view of a model from llmctl.sizing's parameter count, its
+    weight format and the memory plan (None: unknown)."""
     from llmctl import sizing
+    from llmctl.sizing.formats import _scheme_bytes
 
     try:
         pc = sizing.count_parameters(arch)
+        fmt = sizing.weight_format(arch, dtype, quantization)
     except sizing.SizingError:
         return None
     gib = 1024 ** 3
@@ -267,17 +266,29 @@ def shape_of(arch, plan, *, name: str, tp: int) -> Optional[ModelShape]:
     per_param = total_bytes / max(pc.total, 1)
     embed_lookup = pc.embedding if pc.lm_head else 0  # tied: the table is read as the lm_head
     matmul_total = pc.total - embed_lookup
-    matmul_active = pc.active - embed_lookup
-    experts = pc.experts
     moe = arch.moe
-    fp8 = (plan.weight_format or "").lower().startswith("fp8") or (plan.weight_format or "").lower() in ("fp8", "float8")
+    experts = pc.experts if moe else 0
+    k_frac = moe.num_experts_per_tok / moe.num_experts if moe else 0.0
+    expert_b = _scheme_bytes(fmt, "expert") if fmt.scheme else per_param
+    expert_bytes = experts * expert_b
+    dense_bytes = max(0.0, matmul_total * per_param - expert_bytes) if not fmt.scheme else \
+        max(0.0, total_bytes - expert_bytes - embed_lookup * fmt.dtype_bytes)
+    scheme = (fmt.scheme or "").lower()
+    linear_quantized = bool(fmt.scheme) and (fmt.linear_bytes or fmt.dtype_bytes) < fmt.dtype_bytes
+    dense_kind = _DENSE_KIND.get(scheme, "bf16") if linear_quantized else "bf16"
+    moe_kind = (_MOE_KIND.get(scheme, "bf16") if fmt.scheme else "bf16") if moe else ""
+    moe_layers = 0
+    if moe:
+        dense_layers = moe.first_k_dense_replace + moe.dense_layers
+        moe_layers = max(0, (arch.num_hidden_layers - dense_layers) // moe.layer_step)
     return ModelShape(
-        name=name, tp=tp, params_active=float(matmul_active),
-        dense_bytes=(matmul_total - experts) * per_param / tp,
-        expert_bytes=experts * per_param / tp,
+        name=name, tp=tp, params_active=float(pc.active - embed_lookup),
+        dense_bytes=dense_bytes / tp, expert_bytes=expert_bytes / tp,
         experts=moe.num_experts if moe else 0, experts_per_token=moe.num_experts_per_tok if moe else 0,
         kv_bytes_per_token=float(plan.kv_bytes_per_token),
         attn_width=arch.num_attention_heads * arch.head_dim_effective,
         layers=arch.num_hidden_layers, hidden=arch.hidden_size,
-        act_bytes=4 if (arch.torch_dtype or "").lower() in ("float32",) else 2, fp8=fp8,
+        act_bytes=4 if (arch.torch_dtype or "").lower() in ("float32",) else 2, fp8=dense_kind == "fp8",
+        expert_params_active=float(experts * k_frac), dense_kind=dense_kind, moe_kind=moe_kind,
+        moe_layers=moe_layers, ep=ep,
     )

@@ -49,6 +49,7 @@ _DTYPES: dict[str, tuple[Optional[float], Optional[str]]] = {
     "awq": (2, "int4"),
     "gptq": (2, "int4"),
     "mxfp4": (2, "mxfp4"),
+    "nvfp4": (2, "nvfp4"),  # a ModelOpt NVFP4 checkpoint of the model (4-bit E2M1, an fp8 scale per 16)
 }
 
 _KV_DTYPES = {

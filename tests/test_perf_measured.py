@@ -1,0 +1,173 @@
+"""The capacity model against measured GPU serving series (issue 37):
+tests/data/gpu_serving_measurements.yaml, every point counted; plan
+--concurrency / --rate through the real entry point."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import run_cli
+from llmctl.hardware import TABLE
+from llmctl.perf.measured import RANGES, evaluate, held_out, load_series, setup_of, summarize
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data" / "gpu_serving_measurements.yaml"
+SERIES = load_series(DATA)
+
+
+@pytest.fixture(scope="module")
+def results():
+    return evaluate(SERIES)
+
+
+def test_the_file_is_the_shared_one_and_every_series_is_known():
+    shared = Path("/work/shared/data/gpu_serving_measurements.yaml")
+    if shared.exists():  # the copy is the given file, header included
+        assert shared.read_text() == DATA.read_text()
+    assert DATA.read_text().startswith("# Measured vLLM serving performance")
+    assert len(SERIES) == 144 and sum(len(s["points"]) for s in SERIES) == 751
+    names = {g.name for g in TABLE}
+    for s in SERIES:  # llmctl knows every model and GPU of the file: none is left out
+        st = setup_of(s)
+        assert st.gpu in names and st.shape is not None and st.engine.max_num_seqs > 0, s["id"]
+    assert {setup_of(s).gpu for s in SERIES} == {"H100", "H200", "B200", "B300"}
+    assert sum(held_out(s["id"]) for s in SERIES) == 32
+
+
+def test_output_throughput_within_30_percent(results):
+    points, _ = results
+    assert len(points) == 751  # every point counts
+    s = summarize(points, None)["all"]
+    assert s["within"] >= 0.85 * s["n"], s
+    by_range = summarize(points, "range")
+    assert set(by_range) == {name for name, _, _ in RANGES}
+    for name, r in by_range.items():
+        assert r["within"] >= 0.75 * r["n"], (name, r)
+    held = [p for p in points if p.tags["split"] == "held-out"]
+    assert sum(p.within() for p in held) >= 0.85 * len(held)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 37's SLO-rate goal (80 %) is not met yet: 62 % (docs/capacity.md, "
+                                       "'The highest request rate within a target'; TTFT under load is the gap)")
+def test_slo_rates_within_30_percent(results):
+    _, slos = results
+    assert len(slos) >= 40
+    assert sum(abs(s.error) <= 0.30 for s in slos) >= 0.80 * len(slos)
+
+
+def test_docs_and_bands_are_current():
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "published.py"), "--check"], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 0, "docs/capacity.md or llmctl/perf/accuracy.json is stale: run bench/published.py"
+
+
+def test_the_fit_never_reads_the_held_out_series():
+    src = (ROOT / "bench" / "fit_gpu.py").read_text()
+    assert "if not held_out(s[\"id\"])" in src
+
+
+# ---------------------------------------------------------------- plan --concurrency / --rate
+
+
+def _rows(capsys, *args):
+    r = run_cli(capsys, "plan", *args, "--json")
+    assert r.code == 0, r.err
+    return r.json()
+
+
+def test_plan_concurrency_json_per_gpu_and_tp(capsys):
+    d = _rows(capsys, "--model", "llama-3.1-70b-instruct-fp8", "--concurrency", "1,8,64")
+    assert d["mode"] == "concurrency" and d["values"] == [1, 8, 64] and d["per"] == "replica" and d["estimate"]
+    setups = sorted({(x["gpu"], x["tp"]) for x in d["rows"]})
+    assert {"H100", "H200", "B200", "B300"} <= {g for g, _ in setups} and len(setups) >= 6
+    for gpu, tp in setups:
+        rows = sorted((x for x in d["rows"] if (x["gpu"], x["tp"]) == (gpu, tp)), key=lambda x: x["load"])
+        assert [x["load"] for x in rows] == [1, 8, 64]
+        for x in rows:
+            assert x["ttft_s"] > 0 and x["itl_s"] > 0 and x["requests_per_s"] > 0
+            # Little's law per replica: N clients cycle at the predicted rate
+            assert x["requests_per_s"] == pytest.approx(x["load"] / x["latency_s"], rel=1e-4)
+            assert x["output_tokens_per_s"] == pytest.approx(x["requests_per_s"] * d["osl"], rel=1e-4)
+            assert x["band"]["tok_s"]["low"] < 1 < x["band"]["tok_s"]["high"]
+        tput = [x["output_tokens_per_s"] for x in rows]
+        assert tput == sorted(tput) and [x["itl_s"] for x in rows] == sorted(x["itl_s"] for x in rows)
+    # beyond the calibration data's GPUs and concurrencies the rows say so
+    inside = [x for x in d["rows"] if x["gpu"] == "H100" and x["load"] == 8]
+    assert inside and all(not x["extrapolates"] for x in inside)
+    l4 = [x for x in d["rows"] if x["gpu"] == "L4"]
+    assert all(any("GPU L4" in w for w in x["extrapolates"]) for x in l4)
+    one = [x for x in d["rows"] if x["load"] == 1]
+    assert all(any("concurrency 1" in w for w in x["extrapolates"]) for x in one)
+
+
+def test_plan_rate_json_open_loop(capsys):
+    d = _rows(capsys, "--model", "gpt-oss-120b", "--rate", "5", "--isl", "1024", "--osl", "1024")
+    assert d["mode"] == "rate" and d["values"] == [5.0]
+    assert {"H100", "H200", "B200", "B300"} <= {x["gpu"] for x in d["rows"]}
+    ok = [x for x in d["rows"] if not x["saturated"]]
+    assert ok
+    for x in ok:
+        assert x["requests_per_s"] == pytest.approx(5.0) and x["output_tokens_per_s"] == pytest.approx(5 * 1024)
+        assert x["concurrency"] == pytest.approx(5.0 * x["latency_s"], rel=1e-4)  # Little's law
+        assert x["ttft_s"] > 0 and x["itl_s"] > 0
+    # the same replica is saturated by a rate past what its closed loop sustains at full capacity
+    sat = _rows(capsys, "--model", "gpt-oss-120b", "--gpu", "H100", "--tp", "2", "--rate", "500")["rows"]
+    assert sat and all(x["saturated"] and x["ttft_s"] is None for x in sat)
+
+
+def test_open_and_closed_loop_agree_on_the_rate(capsys):
+    """The load point --slo searches over is the one --concurrency shows; the open loop at the rate a
+    closed loop of N reaches holds about N in flight."""
+    closed = _rows(capsys, "--model", "gpt-oss-120b", "--gpu", "H200", "--tp", "2", "--concurrency", "32",
+                   "--isl", "1024", "--osl", "1024")["rows"][0]
+    opened = _rows(capsys, "--model", "gpt-oss-120b", "--gpu", "H200", "--tp", "2", "--rate",
+                   f"{closed['requests_per_s']:.6f}", "--isl", "1024", "--osl", "1024")["rows"][0]
+    assert not opened["saturated"]
+    assert opened["concurrency"] == pytest.approx(32, rel=0.15)
+    assert opened["itl_s"] == pytest.approx(closed["itl_s"], rel=0.15)
+
+
+def test_plan_load_text(capsys):
+    r = run_cli(capsys, "plan", "--model", "minimax-m2.5", "--gpu", "B300", "--concurrency", "4,4096")
+    assert r.code == 0, r.err
+    assert "minimax-m2.5: one replica at 4, 4096 concurrent clients" in r.out
+    assert "extrapolates: concurrency 4096 is outside the calibration data's 4-512" in r.out
+    assert "docs/capacity.md" in r.out
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--concurrency", "0"), "--concurrency: '0' is not a positive whole number"),
+    (("--concurrency", "abc"), "--concurrency: 'abc' is not a positive whole number"),
+    (("--concurrency", "1,,2"), "--concurrency: '' is not a positive whole number"),
+    (("--concurrency", "2.5"), "--concurrency: '2.5' is not a positive whole number"),
+    (("--concurrency", "4", "--rate", "2"), "--concurrency and --rate: pass one"),
+    (("--concurrency", "4", "--slo", "ttft_p95=1s"), "--concurrency: not with --slo"),
+    (("--rate", "0"), "--rate: must be a positive number"),
+    (("--concurrency", "4", "--isl", "0"), "--isl: must be a positive number of tokens"),
+])
+def test_plan_load_bad_input(capsys, args, needle):
+    r = run_cli(capsys, "plan", "--model", "qwen3-8b", "--gpu", "H100", *args)
+    assert r.code == 2 and needle in r.err, r.err
+    assert "Traceback" not in r.err and len(r.err.strip().splitlines()) == 1
+
+
+def test_moe_and_tp_physics():
+    """The step follows the engine: a bigger batch touches more experts; TP adds an all-reduce per layer."""
+    from llmctl.perf.roofline import Efficiency, step_time
+
+    s = next(x for x in SERIES if x["model_path"].endswith("MiniMax-M2.5") and x["tp"] == 4)
+    st = setup_of(s)
+    assert st.shape.moe and st.shape.moe_kind in ("fp8", "nvfp4") and st.shape.moe_layers == 62
+    assert st.shape.touched(1) < st.shape.touched(64) < st.shape.touched(4096) <= 1
+    a = step_time(st.shape, st.device, Efficiency(), decode=4, prompt_tokens=0, context=1500)
+    b = step_time(st.shape, st.device, Efficiency(), decode=256, prompt_tokens=0, context=1500)
+    assert b.mem_s > a.mem_s and a.comm_s > 0
+    data = yaml.safe_load(DATA.read_text())
+    assert data["series"][0]["points"]
+    assert math.isfinite(b.seconds)
