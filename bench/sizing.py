@@ -25,202 +25,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for p in (ROOT, ROOT / "bench"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
 
-from llmctl.catalog import ModelArch, arch_from_hf_config  # noqa: E402
-from llmctl.hardware import GPUS  # noqa: E402
-from llmctl.sizing import BLOCK_SIZE, GIB, Plan, SizingError, kv_capacity, parse_vllm_version, plan, weight_format  # noqa: E402
-
-DATA_DIR = ROOT / "tests" / "data"
-DATA_FILES = [DATA_DIR / f"vllm_startup_figures{s}.yaml" for s in ("", "_moe", "_dense", "_2026")]
-EVALUATION = DATA_DIR / "vllm_startup_evaluation.yaml"
+from llmctl.sizing import BLOCK_SIZE, GIB, Plan, SizingError, kv_capacity, parse_vllm_version, weight_format  # noqa: E402
+from sizing_cases import (  # noqa: E402,F401  (re-exported: tests and callers use bench/sizing.py)
+    CATEGORIES, DATA_DIR, DATA_FILES, EVALUATION, Setup, _flag, _log, _speculative_tokens, case_arch, case_plan,
+    categories, load_cases, setup,
+)
 
 WEIGHTS_TOLERANCE = 0.03
 KV_TOLERANCE = 0.10
 LAYOUT_TOLERANCE = 0.02  # tokens from vLLM's own KV GiB: checks bytes/token and the block layout only
 
-CATEGORIES = ("single GPU", "TP >= 2", "PP >= 2", "MoE", "MLA / sparse", "hybrid", "PLE / KV sharing", "VL",
-              "quantized weights", "fp8 KV")
-_FIT_SOURCE = re.compile(r"llm-d-planner/.*/accuracy/results/v0\.19\.0/")
 _BREAKDOWN = re.compile(
     r"Actual usage is ([\d.]+) GiB for weight, ([\d.]+) GiB for peak activation, ([\d.]+) GiB for non-torch memory, "
     r"and ([\d.]+) GiB for CUDAGraph memory")
-
-
-# --------------------------------------------------------------------------
-# Loading and resolving the cases
-
-
-def load_cases(paths: Optional[list[Path]] = None) -> list[dict[str, Any]]:
-    """Every case of the data files, with its config and its evaluation entry merged in."""
-    evaluation = yaml.safe_load(EVALUATION.read_text(encoding="utf-8"))["cases"] or {}
-    cases = []
-    for path in paths or DATA_FILES:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        configs = doc["configs"]
-        for case in doc["cases"]:
-            case = dict(case)
-            case["file"] = path.name
-            case["config_dict"] = configs[case["config"]]
-            case["evaluation"] = dict(evaluation.get(case["id"], {}))
-            cases.append(case)
-    return cases
-
-
-def case_arch(case: dict[str, Any]) -> ModelArch:
-    return arch_from_hf_config(dict(case["config_dict"]))
-
-
-def _log(case: dict[str, Any]) -> str:
-    return "\n".join(str(x) for x in case.get("log") or [])
-
-
-def _flag(case: dict[str, Any], name: str) -> bool:
-    if name in case:
-        return bool(case[name])
-    if name in case["evaluation"]:
-        return bool(case["evaluation"][name])
-    log = _log(case)
-    dashed = "--" + name.replace("_", "-")
-    return f"'{name}': True" in log or f"{name}=True" in log or re.search(rf"{dashed}(\s|$|\\)", log) is not None
-
-
-@dataclass
-class Setup:
-    """The inputs one case is evaluated with, and where each unstated one came from."""
-
-    version: str
-    version_note: str
-    memory_gib: Optional[float]
-    memory_source: str
-    gpu_name: str
-    gpu_memory_utilization: Optional[float]
-    enforce_eager: bool
-    expert_parallel: bool
-    executor: str  # "ray" (Ray executor seen in the log or stated) or "mp" (vllm serve's default)
-    budget: bool  # the device total is known: the KV budget can be estimated (else: weights and layout only)
-    prefix_caching: Optional[bool]  # as the run set it; None: vLLM's default
-    split: str  # fit | held-out
-    categories: tuple[str, ...]
-    outlier: Optional[str]
-    outlier_checks: tuple[str, ...]
-
-
-def _memory(case: dict[str, Any]) -> tuple[Optional[float], str]:
-    ev = case["evaluation"]
-    if case["gpu"].get("memory_gib"):
-        return float(case["gpu"]["memory_gib"]), "logged in the case"
-    if ev.get("memory_gib"):
-        return float(ev["memory_gib"]), ev.get("memory_source", "evaluation file")
-    name = str(case["gpu"].get("name", ""))
-    for g in GPUS.values():
-        if not g.is_cpu and re.search(rf"\b{re.escape(g.name)}\b", name, re.IGNORECASE):
-            return g.memory_gib, f"llmctl/hardware.py {g.name}"
-    m = re.search(r"(\d{4,6})\s*MiB", name + " " + str(case.get("notes", "")))
-    if m:
-        return round(int(m.group(1)) / 1024, 2), f"nvidia-smi total {m.group(1)}MiB quoted in the case"
-    return None, "unknown"
-
-
-def _version(case: dict[str, Any]) -> tuple[str, str]:
-    ev = case["evaluation"]
-    if ev.get("vllm_version"):
-        return str(ev["vllm_version"]), ev.get("version_note", "evaluation file")
-    text = str(case.get("vllm_version", ""))
-    try:
-        return parse_vllm_version(text).label, "logged"
-    except SizingError:
-        return "", f"version not stated ({text})"
-
-
-def _executor(case: dict[str, Any]) -> str:
-    """Whose scheduler the run used: the Ray executor when the case or its log says so
-    (RayWorkerWrapper, distributed_executor_backend ray), else vllm serve's."""
-    stated = case.get("executor") or case["evaluation"].get("executor")
-    if stated:
-        return str(stated)
-    log = _log(case)
-    return "ray" if ("RayWorkerWrapper" in log or "distributed_executor_backend='ray'" in log
-                     or "distributed-executor-backend ray" in log) else "mp"
-
-
-def _speculative_tokens(case: dict[str, Any]) -> int:
-    """num_speculative_tokens of an MTP speculative_config in the run's arguments (0: none)."""
-    m = re.search(r"'speculative_config': \{'method': '(\w*mtp\w*)', 'num_speculative_tokens': (\d+)", _log(case))
-    return int(m.group(2)) if m else 0
-
-
-def _prefix_caching(case: dict[str, Any]) -> Optional[bool]:
-    for key in ("enable_prefix_caching",):
-        if key in case:
-            return bool(case[key])
-    log = _log(case)
-    if "--no-enable-prefix-caching" in log or "'enable_prefix_caching': False" in log:
-        return False
-    if "'enable_prefix_caching': True" in log or "--enable-prefix-caching" in log:
-        return True
-    return None
-
-
-def categories(case: dict[str, Any], arch: ModelArch) -> tuple[str, ...]:
-    tp, pp = case["tp"], case.get("pp", 1) or 1
-    flags = (tp == 1 and pp == 1, tp >= 2, pp >= 2, arch.moe is not None, arch.mla is not None,
-             arch.linear_attention_layers > 0,
-             arch.per_layer_embeddings is not None or arch.kv_shared_full_layers + arch.kv_shared_sliding_layers > 0,
-             arch.vision and not _flag(case, "language_model_only"),
-             weight_format(arch, case.get("dtype") or "auto", case.get("quantization")).scheme is not None,
-             str(case.get("kv_cache_dtype") or "auto").startswith("fp8"))
-    return tuple(c for c, on in zip(CATEGORIES, flags) if on)
-
-
-def setup(case: dict[str, Any]) -> Setup:
-    ev = case["evaluation"]
-    version, vnote = _version(case)
-    mem, msrc = _memory(case)
-    outlier = case.get("outlier") or ev.get("outlier")
-    checks = tuple(case.get("outlier_checks") or ev.get("outlier_checks") or (*case["checks"], "kv_layout"))
-    # the fit part: the llm-d-planner 0.19.0 logs the constants were calibrated on (the first data
-    # files); the 2026 file came later and is held out whatever its source
-    fit = (bool(_FIT_SOURCE.search(str(case["source"]))) and str(case.get("vllm_version")) == "0.19.0"
-           and case["file"] != "vllm_startup_figures_2026.yaml")
-    return Setup(
-        version=version, version_note=vnote, memory_gib=mem, memory_source=msrc,
-        gpu_name=str(ev.get("gpu_type") or case["gpu"].get("name") or ""),
-        gpu_memory_utilization=case.get("gpu_memory_utilization"),
-        enforce_eager=_flag(case, "enforce_eager"), expert_parallel=_flag(case, "enable_expert_parallel"),
-        executor=_executor(case), prefix_caching=_prefix_caching(case), budget=ev.get("budget", True) is not False,
-        split="fit" if fit else "held-out", categories=categories(case, case_arch(case)),
-        outlier=outlier, outlier_checks=checks if outlier else (),
-    )
-
-
-def case_plan(case: dict[str, Any], s: Optional[Setup] = None) -> Plan:
-    s = s or setup(case)
-    if s.memory_gib is None:
-        raise SizingError("gpu_memory", f"{case['id']}: GPU total unknown ({s.memory_source})")
-    if not s.version:
-        raise SizingError("vllm_version", f"{case['id']}: {s.version_note}; give vllm_version in the evaluation file")
-    return plan(
-        case_arch(case), gpu_memory_bytes=int(s.memory_gib * GIB), gpu_name=s.gpu_name, tp=case["tp"],
-        pp=case.get("pp") or 1, max_model_len=case.get("max_model_len"), gpu_memory_utilization=s.gpu_memory_utilization,
-        dtype=case.get("dtype") or "auto",
-        kv_cache_dtype=case.get("kv_cache_dtype") or "auto",
-        max_num_batched_tokens=case.get("max_num_batched_tokens"),
-        max_num_seqs=case.get("max_num_seqs"),
-        enforce_eager=s.enforce_eager,
-        enable_expert_parallel=s.expert_parallel,
-        vllm_version=s.version,
-        count_cuda_graphs=case.get("count_cuda_graphs"),
-        quantization=case.get("quantization"),
-        enable_prefix_caching=s.prefix_caching,
-        executor=s.executor,
-        language_model_only=_flag(case, "language_model_only"),
-        num_speculative_tokens=_speculative_tokens(case),
-    )
 
 
 # --------------------------------------------------------------------------
