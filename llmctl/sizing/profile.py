@@ -32,6 +32,8 @@ from llmctl.sizing.versions import (
     fi_allreduce_fusion,
     moe_workspace_persistent,
     nccl_connects_eagerly,
+    model_runner_v2,
+    mrv2_sampler_bytes_per_logit,
     sampler_bytes_per_logit,
     triton_sampler_buffer,
 )
@@ -190,9 +192,14 @@ def _activation(arch, v: VllmVersion, traits: GPUTraits, fmt: WeightFormat, *, t
         persistent += (hc if hc > 1 else 2) * T * h * a
     sampler = a * T * h  # the forward's output stays alive
     if last:
-        per_logit = sampler_bytes_per_logit(v) - (2 if a == 4 else 0)  # no float32 copy of float32 logits
-        sampler += R * V * per_logit + 2 * a * R * h  # + the R last rows and their rand_like
-        if triton_sampler_buffer(v) and R >= 8:
+        mrv2 = model_runner_v2(v, arch.architectures, moe=arch.moe is not None, quantized=fmt.scheme is not None,
+                               hybrid=bool(arch.linear_attention_layers or arch.sliding_window_layers))
+        if mrv2:
+            sampler += R * V * mrv2_sampler_bytes_per_logit(tp)
+        else:
+            per_logit = sampler_bytes_per_logit(v) - (2 if a == 4 else 0)  # no float32 copy of float32 logits
+            sampler += R * V * per_logit + 2 * a * R * h  # + the R last rows and their rand_like
+        if not mrv2 and triton_sampler_buffer(v) and R >= 8:
             persistent += min(1 << (R - 1).bit_length(), traits.sm_count) * V * 4
     return int(persistent + max(forward, sampler) + ACT_RESIDUAL_GIB * GIB)
 
@@ -216,6 +223,8 @@ def _comm(traits: GPUTraits, v: VllmVersion, tp: int, pp: int, hidden: int, T: i
                        f"TP {tp} extrapolated"))
     else:
         b = NCCL_COMM_BYTES
+        if fi:  # SM 9.0 / 10.x boards without NVSwitch (H200 NVL's NVLink bridges) still build the fusion workspace
+            b += _fi_fusion_bytes(tp, hidden, T)
         link = "PCIe" if traits.interconnect == "pcie" else f"{traits.name} NVLink"
         why.append(("comm", f"multi-GPU communication memory over {link} not measured (NCCL buffer size from vllm PR #18242)"))
     if comm_init_counted(v):
