@@ -149,6 +149,7 @@ class ModelArch(_Strict):
     quant: Optional[Quant] = None
     attn_output_gate: bool = Field(default=False, description="gated attention: q_proj also yields a gate (Qwen3-Next, Qwen3.5)")
     compressed: Optional[CompressedAttention] = Field(default=None, description="DeepSeek V4's SWA + compressed caches")
+    double_wide_mlp_layers: int = Field(default=0, ge=0, description="last layers whose MLP is twice intermediate_size (Gemma 4 E2B)")
 
     @model_validator(mode="after")
     def _consistent(self) -> "ModelArch":
@@ -446,6 +447,8 @@ def arch_from_hf_config(cfg: dict) -> ModelArch:
         # transformers Qwen3NextAttention always doubles q_proj; Qwen3.5 says attn_output_gate
         attn_output_gate=bool(get("attn_output_gate", default=model_type.startswith("qwen3_next"))),
         compressed=compressed,
+        # gemma4.py Gemma4DecoderLayer: use_double_wide_mlp doubles the MLP of the KV-shared layers
+        double_wide_mlp_layers=shared_n if model_type.startswith("gemma4") and get("use_double_wide_mlp") else 0,
     )
 
 

@@ -204,7 +204,8 @@ def _layers(arch: ModelArch) -> list[_Layer]:
                       extra_replicated=extra_rep, extra_split=extra_split, kind=kind)
         # Llama 4: layer i is MoE when (i + 1) % interleave_moe_layer_step == 0 (transformers Llama4TextDecoderLayer)
         if moe is None or i < dense_upto or (i + 1) % moe.layer_step:
-            out.append(_Layer(mlp_split=dense, experts=0, shared=0, router=0, **common))
+            wide = 2 if i >= arch.num_hidden_layers - arch.double_wide_mlp_layers else 1
+            out.append(_Layer(mlp_split=dense * wide, experts=0, shared=0, router=0, **common))
             continue
         inter = moe.moe_intermediate_size or arch.intermediate_size
         experts = moe.num_experts * 3 * h * inter
