@@ -529,20 +529,40 @@ def test_evaluation_file_names_only_existing_cases():
     assert set(ev) <= {c["id"] for c in _CASES}
 
 
-def test_outliers_are_few_and_say_why():
-    outliers = [c for c in _CASES if _BENCH.setup(c).outlier]
-    assert len(outliers) <= len(_CASES) // 5
-    for c in outliers:
+def test_explained_misses_and_exclusions_say_why():
+    """An explained miss is counted (it says why it misses); a case is left out of the figures only
+    for a setting its own log shows and no config can reveal, and says which."""
+    misses = [c for c in _CASES if _BENCH.setup(c).outlier]
+    assert len(misses) <= len(_CASES) // 5
+    for c in misses:
         s = _BENCH.setup(c)
         assert len(s.outlier) >= 40, c["id"]
         assert set(s.outlier_checks) <= {*c["checks"], "kv_layout"}, c["id"]
+    for c in _CASES:
+        why = _BENCH.setup(c).excluded
+        if why:
+            assert any(k in why for k in ("connector", "patched", "KV transfer")), (c["id"], why)
 
 
-def test_every_case_is_evaluable_or_an_outlier():
-    """A case whose GPU total or vLLM version cannot be resolved must be listed as an outlier."""
-    for r in _ROWS:
-        if r.quantity == "unevaluable":
-            assert r.outlier, f"{r.case}: {r.estimate}"
+def test_every_case_is_counted_or_excluded_with_its_reason():
+    """No silent exclusion: every row of a case not excluded is counted in the category table,
+    an unevaluable KV check as a miss."""
+    table = {t["category"]: t for t in _BENCH.category_table(_ROWS, None)}
+    counted = {r.case for r in _ROWS if r.held}
+    excluded = {c["id"] for c in _CASES if _BENCH.setup(c).excluded}
+    assert counted | excluded == {c["id"] for c in _CASES}
+    assert table["all"]["cases"] == len(counted) and table["all"]["excluded"] == len(excluded)
+    kv_cases = {r.case for r in _ROWS if r.held and r.quantity in ("kv_tokens", "kv_blocks_x16", "kv_cache_gib")}
+    assert table["all"]["kv_checks"] >= len(kv_cases)
+
+
+def test_issue_36_bar_is_computed_from_the_rows():
+    """The summary the docs quote is the rows' own count (no figure typed in)."""
+    d = _BENCH.done_figures(_ROWS)
+    kv = [r for r in _ROWS if r.held and r.quantity in ("kv_tokens", "kv_blocks_x16", "kv_cache_gib")]
+    assert d["kv_within_10"] == sum(1 for r in kv if abs(r.error) <= 0.10)
+    assert d["met"] == (d["kv_within_10"] >= 0.9 * d["kv_checks"] and d["kv_within_15"] == d["kv_checks"]
+                        and d["weights_within_3"] == d["weights_checks"])
 
 
 def test_measured_constants_come_from_the_fit_part_only():
@@ -562,9 +582,12 @@ def test_measured_constants_come_from_the_fit_part_only():
 @pytest.mark.parametrize("row", _ROWS, ids=[f"{r.case}:{r.quantity}" for r in _ROWS])
 def test_accuracy_against_vllm(row):
     """Weights within ±3 %, KV capacity within ±10 % (tokens, else blocks × 16, else GiB), or the
-    case is listed as an outlier (with its reason) in tests/data/vllm_startup_evaluation.yaml."""
-    if row.outlier:
-        pytest.skip(f"outlier: {row.outlier}")
+    case is an explained miss (with its reason, counted as a miss in every figure) or excluded in
+    tests/data/vllm_startup_evaluation.yaml."""
+    if row.excluded:
+        pytest.skip(f"excluded: {row.excluded}")
+    if row.outlier and not row.ok:
+        pytest.xfail(f"explained miss: {row.outlier}")
     assert row.ok, f"{row.case} {row.quantity}: vLLM {row.vllm}, estimate {row.estimate}, error {row.error}"
 
 
