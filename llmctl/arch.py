@@ -27,6 +27,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from llmctl.arch_families import unmodelled_reason
 from llmctl.arch_v4 import CompressedAttention, compressed_from_config
 from llmctl.quant import Quant, quant_from_config
 from llmctl.vision import VisionTower, vision_from_config
@@ -401,6 +402,9 @@ def arch_from_hf_config(cfg: dict) -> ModelArch:
     vision = tower is not None or any(k in outer for k in ("vision_config", "vision_tower", "image_token_index", "image_token_id"))
     kv_heads = get("num_key_value_heads", "num_kv_heads", default=heads)
     approx = []
+    why_arch = unmodelled_reason(list(outer.get("architectures") or text.get("architectures") or []))
+    if why_arch:
+        approx.append(why_arch)
     if quant is not None and quant.approximate:
         approx.append(quant.approximate)
     if model_type in ENCODERS:
