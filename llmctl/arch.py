@@ -429,7 +429,7 @@ def arch_from_hf_config(cfg: dict) -> ModelArch:
         attention_bias=bool(get("attention_bias", default=False)) or model_type == "qwen2",
         rope_scaling=get("rope_scaling"),
         sliding_window=get("sliding_window"),
-        sliding_window_layers=kinds.count("sliding"),
+        sliding_window_layers=kinds.count("sliding") if compressed is None else 0,  # V4's window is part of its own caches
         moe=_moe(get, model_type, int(n_layers)),
         mla=mla,
         quantization=(qc.get("quant_method") if isinstance(qc, dict) else None),
