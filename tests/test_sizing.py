@@ -615,3 +615,15 @@ def test_an_approximate_plan_says_does_not_fit_only_beyond_its_band():
              gpu_name="H100")
     assert not e.approximate
     assert e.verdict == "does_not_fit"
+
+
+def test_deepseek_v4_flash_on_two_h200_fits_at_every_logged_length():
+    """Issue 36: DeepSeek-V4-Flash at TP 2 on 2 x H200 (the 2026 file's runs at 4k, 128k and 256k)
+    plans as fitting, with KV tokens within 15 % of each logged figure."""
+    runs = [c for c in _CASES if c["id"].startswith("dsv4-flash-2xH200-tp2")]
+    assert len(runs) == 3
+    for c in runs:
+        p = _BENCH.case_plan(c)
+        assert p.verdict == "fits", (c["id"], p.reason)
+        assert abs(p.kv_cache_tokens - c["vllm"]["kv_tokens"]) <= 0.15 * c["vllm"]["kv_tokens"], c["id"]
+        assert not any("not an architecture llmctl models" in r for r in p.approximate_reasons)
