@@ -27,6 +27,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from llmctl.arch_families import unmodelled_reason
+from llmctl.arch_v4 import CompressedAttention, compressed_from_config
 from llmctl.quant import Quant, quant_from_config
 from llmctl.vision import VisionTower, vision_from_config
 
@@ -147,6 +149,8 @@ class ModelArch(_Strict):
     vision_tower: Optional[VisionTower] = None
     quant: Optional[Quant] = None
     attn_output_gate: bool = Field(default=False, description="gated attention: q_proj also yields a gate (Qwen3-Next, Qwen3.5)")
+    compressed: Optional[CompressedAttention] = Field(default=None, description="DeepSeek V4's SWA + compressed caches")
+    double_wide_mlp_layers: int = Field(default=0, ge=0, description="last layers whose MLP is twice intermediate_size (Gemma 4 E2B)")
 
     @model_validator(mode="after")
     def _consistent(self) -> "ModelArch":
@@ -388,11 +392,19 @@ def arch_from_hf_config(cfg: dict) -> ModelArch:
         if get("attention_k_eq_v"):
             full_kv = get("num_global_key_value_heads")
     qc = outer.get("quantization_config") or text.get("quantization_config") or {}
+    compressed = compressed_from_config(get, model_type, int(n_layers)) if isinstance(n_layers, int) else None
+    if compressed is not None and isinstance(qc, dict) and qc.get("quant_method") in ("fp8", "deepseek_v4_fp8"):
+        # models/config.py DeepseekV4ForCausalLMConfig: fp8 becomes deepseek_v4_fp8, whose
+        # experts follow expert_dtype (quant_config.py DeepseekV4FP8Config; default fp4)
+        qc = {**qc, "quant_method": "deepseek_v4_fp8", "expert_dtype": compressed.expert_dtype}
     quant = quant_from_config(qc) if isinstance(qc, dict) and qc else None
     tower = vision_from_config(outer, model_type=outer_type, text_hidden=hidden)
     vision = tower is not None or any(k in outer for k in ("vision_config", "vision_tower", "image_token_index", "image_token_id"))
     kv_heads = get("num_key_value_heads", "num_kv_heads", default=heads)
     approx = []
+    why_arch = unmodelled_reason(list(outer.get("architectures") or text.get("architectures") or []))
+    if why_arch:
+        approx.append(why_arch)
     if quant is not None and quant.approximate:
         approx.append(quant.approximate)
     if model_type in ENCODERS:
@@ -417,7 +429,7 @@ def arch_from_hf_config(cfg: dict) -> ModelArch:
         attention_bias=bool(get("attention_bias", default=False)) or model_type == "qwen2",
         rope_scaling=get("rope_scaling"),
         sliding_window=get("sliding_window"),
-        sliding_window_layers=kinds.count("sliding"),
+        sliding_window_layers=kinds.count("sliding") if compressed is None else 0,  # V4's window is part of its own caches
         moe=_moe(get, model_type, int(n_layers)),
         mla=mla,
         quantization=(qc.get("quant_method") if isinstance(qc, dict) else None),
@@ -438,6 +450,9 @@ def arch_from_hf_config(cfg: dict) -> ModelArch:
         quant=quant,
         # transformers Qwen3NextAttention always doubles q_proj; Qwen3.5 says attn_output_gate
         attn_output_gate=bool(get("attn_output_gate", default=model_type.startswith("qwen3_next"))),
+        compressed=compressed,
+        # gemma4.py Gemma4DecoderLayer: use_double_wide_mlp doubles the MLP of the KV-shared layers
+        double_wide_mlp_layers=shared_n if model_type.startswith("gemma4") and get("use_double_wide_mlp") else 0,
     )
 
 

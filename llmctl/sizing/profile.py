@@ -32,6 +32,8 @@ from llmctl.sizing.versions import (
     fi_allreduce_fusion,
     moe_workspace_persistent,
     nccl_connects_eagerly,
+    model_runner_v2,
+    mrv2_sampler_bytes_per_logit,
     sampler_bytes_per_logit,
     triton_sampler_buffer,
 )
@@ -178,20 +180,26 @@ def _activation(arch, v: VllmVersion, traits: GPUTraits, fmt: WeightFormat, *, t
     if dense:
         dense_inter = (arch.moe.dense_intermediate_size if arch.moe else None) or arch.intermediate_size
         piece = max(piece, 3 * -(-dense_inter // tp))
-    forward = a * T * (2 * h + piece)
-    if moe and fmt.scheme != "mxfp4":  # gpt-oss's MXFP4 experts show no workspace in the 0.19 logs
+    hc = arch.compressed.hc_mult if arch.compressed is not None else 1  # DeepSeek V4: hc_mult residual streams
+    forward = a * T * (2 * h * hc + piece)
+    if moe and (fmt.expert_scheme or fmt.scheme) != "mxfp4":  # gpt-oss's MXFP4 experts show no workspace in the 0.19 logs
         if moe_workspace_persistent(v):
             persistent += moe_workspace_bytes(arch, T, tp, expert_parallel=expert_parallel, act_bytes=a)
         else:  # ≤ 0.13: fused_experts_impl, per call: cache13 + cache2 over min(T, 32768) tokens
             i_rank = expert_width_per_rank(arch, tp, expert_parallel)
             forward += a * min(T, 32768) * arch.moe.num_experts_per_tok * (max(2 * i_rank, h) + i_rank)
-    if stage > 0:  # make_empty_intermediate_tensors: hidden_states + residual of T tokens
-        persistent += 2 * T * h * a
+    if stage > 0:  # make_empty_intermediate_tensors: hidden_states + residual of T tokens (V4: T × hc_mult × h)
+        persistent += (hc if hc > 1 else 2) * T * h * a
     sampler = a * T * h  # the forward's output stays alive
     if last:
-        per_logit = sampler_bytes_per_logit(v) - (2 if a == 4 else 0)  # no float32 copy of float32 logits
-        sampler += R * V * per_logit + 2 * a * R * h  # + the R last rows and their rand_like
-        if triton_sampler_buffer(v) and R >= 8:
+        mrv2 = model_runner_v2(v, arch.architectures, moe=arch.moe is not None, quantized=fmt.scheme is not None,
+                               hybrid=bool(arch.linear_attention_layers or arch.sliding_window_layers))
+        if mrv2:
+            sampler += R * V * mrv2_sampler_bytes_per_logit(tp)
+        else:
+            per_logit = sampler_bytes_per_logit(v) - (2 if a == 4 else 0)  # no float32 copy of float32 logits
+            sampler += R * V * per_logit + 2 * a * R * h  # + the R last rows and their rand_like
+        if not mrv2 and triton_sampler_buffer(v) and R >= 8:
             persistent += min(1 << (R - 1).bit_length(), traits.sm_count) * V * 4
     return int(persistent + max(forward, sampler) + ACT_RESIDUAL_GIB * GIB)
 
@@ -215,6 +223,8 @@ def _comm(traits: GPUTraits, v: VllmVersion, tp: int, pp: int, hidden: int, T: i
                        f"TP {tp} extrapolated"))
     else:
         b = NCCL_COMM_BYTES
+        if fi:  # SM 9.0 / 10.x boards without NVSwitch (H200 NVL's NVLink bridges) still build the fusion workspace
+            b += _fi_fusion_bytes(tp, hidden, T)
         link = "PCIe" if traits.interconnect == "pcie" else f"{traits.name} NVLink"
         why.append(("comm", f"multi-GPU communication memory over {link} not measured (NCCL buffer size from vllm PR #18242)"))
     if comm_init_counted(v):

@@ -297,7 +297,7 @@ def _could_be_smaller(arch, fmt) -> bool:
     pattern not read (sized as attention layers). An uncounted vision tower
     only adds memory, so it never turns "does not fit" into "may start"."""
     return bool(fmt.approximate or (arch.linear_attention_layers and arch.linear_attention is None)
-                or "hybrid_override_pattern" in (arch.approximate or ""))
+                or "hybrid_override_pattern" in (arch.approximate or "") or "not an architecture llmctl models" in (arch.approximate or ""))
 
 
 def _floor_tenth(x: float) -> float:
@@ -319,8 +319,8 @@ def _verdict(problem, kv_avail, cap, one_request, fits_len, max_model_len, margi
     conc = _floor_tenth(cap.max_concurrency)
     if problem:
         return "does_not_fit", f"{problem}; vLLM refuses this TP size"
-    used = weights + overhead
-    if unmodelled and kv_avail <= 0 < budget - used * (1 - margin):
+    # unmodelled: "does not fit" only when the weights alone, at the low edge of the band, exceed the budget
+    if unmodelled and kv_avail <= 0 < budget - weights * (1 - margin):
         return "tight", (
             f"weights {g(weights)} GiB + activations/overhead {g(overhead)} GiB per GPU exceed {g(budget)} GiB by "
             f"{g(-kv_avail)} GiB, within the ±{margin:.0%} band of this approximate estimate: it may not start; "

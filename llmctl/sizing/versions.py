@@ -115,6 +115,36 @@ def sampler_bytes_per_logit(v: VllmVersion) -> int:
     return 14
 
 
+# config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES (0.23.0 read; 0.29.0 still lists them)
+MRV2_FIRST_ARCHITECTURES = frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"})
+
+
+def model_runner_v2(v: VllmVersion, architectures: list[str], *, moe: bool, quantized: bool, hybrid: bool) -> bool:
+    """Whether vLLM builds the engine with Model Runner V2 (config/vllm.py
+    ``use_v2_model_runner``; docs/vllm-memory-2026.md F3): opt-in up to 0.21;
+    0.22-0.24 by default for the architectures of
+    :data:`MRV2_FIRST_ARCHITECTURES` that are neither MoE nor quantized (0.23.0
+    ``_is_default_v2_model_runner_model``); 0.25-0.28 for generate models that
+    are neither hybrid nor MoE (0.25 read; 0.26-0.28 not read, taken as 0.25);
+    every architecture from 0.29 (0.29.0: only unsupported features fall back)."""
+    if not v.at_least(22):
+        return False
+    if v.at_least(29):
+        return True
+    if v.at_least(25):
+        return not moe and not hybrid
+    return any(a in MRV2_FIRST_ARCHITECTURES for a in architectures) and not moe and not quantized
+
+
+def mrv2_sampler_bytes_per_logit(tp: int) -> int:
+    """Model Runner V2's profile sampler (v1/worker/gpu/model_runner.py
+    ``_dummy_sampler_run``, 0.29): a dummy batch has no sampling parameters, so
+    the logits pass unchanged (no float32 copy, no top-k/top-p sort) and only
+    the bf16 logits count, with TP > 1 the all-gather's output and its
+    re-layout together (base_device_communicator.py all_gather)."""
+    return 2 if tp == 1 else 4
+
+
 def triton_sampler_buffer(v: VllmVersion) -> bool:
     """0.17-0.20: apply_top_k_top_p_triton keeps ``buffer = logits.new_empty(
     (min(next_power_of_2(R), num_SMs), vocab))`` in float32."""

@@ -108,6 +108,8 @@ def weight_bytes(
     _check_positive("tp", tp)
     _check_positive("pp", pp)
     fmt = weight_format(arch, dtype, quantization)
+    if arch.compressed is not None:
+        return _dsv4(arch, fmt, tp, pp, max_num_batched_tokens or 8192, expert_parallel, weights_total_bytes)
     pc = count_parameters(arch)
     layers = _layers(arch)
     plain = _scheme_bytes(fmt, "plain")
@@ -174,6 +176,19 @@ def weight_bytes(
         from_index=from_index,
     )
 
+
+
+def _dsv4(arch: ModelArch, fmt: WeightFormat, tp: int, pp: int, tokens: int, ep: bool,
+          total_bytes: Optional[int]) -> WeightBytes:
+    """DeepSeek V4 (:mod:`llmctl.sizing.dsv4`); a safetensors total scales it as above."""
+    from llmctl.sizing import dsv4
+
+    stages, total = dsv4.weight_stages(arch, fmt, tp, pp, tokens, expert_parallel=ep)
+    if total_bytes:
+        stages, total = [b * total_bytes / total for b in stages], float(total_bytes)
+    worst = max(range(pp), key=lambda i: stages[i])
+    return WeightBytes(total=int(total), per_gpu=int(stages[worst]), per_stage=tuple(int(b) for b in stages),
+                       replicated_per_gpu=0, fmt=fmt, from_index=bool(total_bytes))
 
 
 def _buffers(arch: ModelArch, tokens: int) -> int:
