@@ -357,7 +357,7 @@ def load(
         raise UsageError(f"{param('model')}: {profile_obj.hf_repo}: no architecture known; pass an HF repo id or a directory with "
                          "config.json", param="model")
     if gpu is not None and gpu.strip().lower() == "cpu":
-        raise UsageError(f"{param('gpu', 'cpu')}: the CPU engine has no datasheet roofline; use --slo with --profile", param="gpu")
+        raise UsageError(f"{param('gpu', 'cpu')}: the CPU engine has no datasheet roofline; give {param('slo')} with {param('profile')} (a measured sweep)", param="gpu")
     setups = _gpu_setups(arch, profile_obj.id, gpu=gpu, tp=tp, max_model_len=max_model_len, dtype=dtype,
                          kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs)
     if not setups:

@@ -186,15 +186,23 @@ def _render_capacity(table) -> None:
                      "the factor extrapolates to others)" if cal.per_replicas else ""), markup=False)
     for src in sorted({v["source"] for v in table.prices.values()}):
         out.print(f"prices: {src}", markup=False)
-    for r in table.rows:
-        for why in r.extrapolates:
-            out.print(f"extrapolates: {r.gpu} TP {r.tp}: {why}", markup=False)
+    _print_extrapolations(table.rows)
     out.print("These are estimates of a step-time model of vLLM, not measurements: docs/capacity.md gives its accuracy "
               "per GPU, model kind, precision and TP on 751 measured points (JSON: each row's 'band'). Measure yours "
               "with `llmctl bench --sweep ... --slo ... -o bench.json` and calibrate with --profile bench.json.", markup=False)
     if best is not None:
         out.print(f"Next: llmctl gen-config --model {table.profile.id} --slo {table.slo.text()}"
                   + (f" --rate {table.rate:g}" if table.rate else "") + f" --isl {table.isl} --osl {table.osl}", markup=False)
+
+
+def _print_extrapolations(rows) -> None:
+    """One line per reason a figure leaves the calibration data, with the rows it applies to."""
+    by_reason: dict[str, list[str]] = {}
+    for r in rows:
+        for why in r.extrapolates:
+            by_reason.setdefault(why, []).append(f"{r.gpu} TP {r.tp}")
+    for why, where in by_reason.items():
+        out.print(f"extrapolates: {why} ({'every row' if len(where) == len(rows) else ', '.join(where)})", markup=False)
 
 
 def _band_text(band: dict, metric: str) -> str:
@@ -214,22 +222,17 @@ def _render_load(table) -> None:
                       ("req/s", "right"), ("out tok/s", "right"), ("measured/predicted (tok/s)", "right"),
                       ("limited by", "left"), ("", "left")):
         t.add_column(col, justify=just)
-    notes: list[str] = []
     for r in table.rows:
         p = r.prediction
         sat = p.saturated
         ttft = "saturated" if sat or not math.isfinite(p.ttft_s) else (
             f"{p.ttft_s * 1000:.0f} ms" if p.ttft_s < 10 else f"{p.ttft_s:.1f} s")
         flag = "extrapolates" if r.extrapolates else ""
-        for why in r.extrapolates:
-            if why not in notes:
-                notes.append(why)
         t.add_row(r.gpu, str(r.tp), f"{r.load:g}", ttft, f"{p.itl_s * 1000:.1f} ms", f"{p.rate:.2f}",
                   f"{p.output_tokens_per_s:,.0f}", _band_text(r.band, "tok_s"),
                   ("queued beyond " + p.capped_by.replace("_", " ")) if p.capped_by else p.decode_bound.replace("_", " "), flag)
     out.print(t)
-    for why in notes:
-        out.print(f"extrapolates: {why}", markup=False)
+    _print_extrapolations(table.rows)
     if any(r.prediction.saturated for r in table.rows):
         out.print("saturated: the replica cannot sustain that rate; the queue grows without bound (add replicas, "
                   "or see `llmctl plan --slo ...` for the highest rate within a latency goal)", markup=False)

@@ -46,8 +46,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from llmctl.arch import ModelArch
-from llmctl.sizing.formats import MXFP4_HIDDEN_ALIGN, MXFP4_INTER_ALIGN, WeightFormat, _cdiv, _round_up, _scheme_bytes
-from llmctl.sizing.params import _padded_vocab, pp_partition
+from llmctl.sizing.formats import (MXFP4_HIDDEN_ALIGN, MXFP4_INTER_ALIGN, WeightFormat, _cdiv, _padded_vocab, _round_up,
+                                   _scheme_bytes, pp_partition)
 
 MLA_BLOCK = 256  # FlashMLA sparse DSV4 backend get_supported_kernel_block_sizes
 SWA_BLOCK = 64  # DeepseekV4SWACache.block_size

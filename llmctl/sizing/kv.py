@@ -228,7 +228,7 @@ def kv_bytes_per_token(arch: ModelArch, tp: int = 1, pp: int = 1, kv_cache_dtype
     Sliding-window and chunked layers hold at most their window (see
     :func:`kv_capacity`); linear-attention layers a fixed state."""
     if arch.compressed is not None:  # DeepSeek V4: the compressed caches (llmctl.sizing.dsv4)
-        from llmctl.sizing import dsv4
+        import llmctl.sizing.dsv4 as dsv4
 
         b = kv_dtype_bytes(arch, kv_cache_dtype, dtype)
         return int(max(dsv4.kv_token_bytes(arch, b, rs) for rs in dsv4.stage_ratios(arch, pp)))
@@ -240,7 +240,7 @@ def kv_bytes_per_token_replica(arch: ModelArch, tp: int = 1, pp: int = 1, kv_cac
                                dtype: str = "auto") -> int:
     """The same, summed over every GPU of one replica (TP × PP GPUs)."""
     if arch.compressed is not None:
-        from llmctl.sizing import dsv4
+        import llmctl.sizing.dsv4 as dsv4
 
         return int(dsv4.kv_token_bytes(arch, kv_dtype_bytes(arch, kv_cache_dtype, dtype)) * tp)
     per_layer = kv_bytes_per_token_layer(arch, tp, kv_cache_dtype, dtype)
@@ -291,7 +291,7 @@ def kv_capacity(
     if stage_kv_bytes is None:
         stage_kv_bytes = [kv_bytes_available] * pp
     if arch.compressed is not None:  # DeepSeek V4 (llmctl.sizing.dsv4)
-        from llmctl.sizing import dsv4
+        import llmctl.sizing.dsv4 as dsv4
 
         blocks, conc, _, groups = dsv4.capacity(arch, stage_kv_bytes, max_model_len, pp, kv_dtype_bytes(arch, kv_cache_dtype, dtype),
                                                 in_flight_tokens(v, max_num_batched_tokens, pp, executor))
@@ -313,7 +313,7 @@ def one_request_bytes(arch: ModelArch, length: int, tp: int, pp: int, kv_cache_d
                       v: VllmVersion, executor: str = "ray", prefix_caching: Optional[bool] = None, spec: int = 0) -> float:
     """KV bytes per GPU (the most loaded stage) one request of ``length`` tokens needs."""
     if arch.compressed is not None:
-        from llmctl.sizing import dsv4
+        import llmctl.sizing.dsv4 as dsv4
 
         return dsv4.one_request_bytes(arch, length, pp, kv_dtype_bytes(arch, kv_cache_dtype, dtype),
                                       in_flight_tokens(v, mnbt, pp, executor))

@@ -8,14 +8,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from llmctl.arch import ModelArch
-from llmctl.sizing.formats import SizingError
+from llmctl.sizing.formats import VOCAB_PADDING, SizingError, _padded_vocab, pp_partition  # noqa: F401  (re-exported)
 
-# vLLM pads the vocabulary of VocabParallelEmbedding / ParallelLMHead to a
-# multiple of 64 and then splits it evenly over TP ranks
-# (vllm/model_executor/layers/vocab_parallel_embedding.py,
-# DEFAULT_VOCAB_PADDING_SIZE = 64; num_embeddings_per_partition =
-# divide(num_embeddings_padded, tp_size)).
-VOCAB_PADDING = 64
 
 @dataclass(frozen=True)
 class ParamCount:
@@ -293,21 +287,6 @@ def safetensors_total_bytes(index: dict[str, Any]) -> int:
     if size <= 0:
         raise SizingError("weights", "metadata.total_size must be positive")
     return size
-
-
-def pp_partition(num_layers: int, pp: int) -> list[int]:
-    """Layers per pipeline stage as vLLM assigns them (vllm/distributed/utils.py
-    get_pp_indices: the remainder goes to the stages before the last one)."""
-    if pp < 1 or pp > num_layers:
-        raise SizingError("pp", f"pipeline parallel size must be between 1 and the number of layers ({num_layers})")
-    parts = [num_layers // pp] * pp
-    for i in range(2, num_layers % pp + 2):
-        parts[-i] += 1
-    return parts
-
-
-def _padded_vocab(vocab: int) -> int:
-    return -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
 
 
 def tp_problem(arch: ModelArch, tp: int, expert_parallel: bool = False) -> Optional[str]:

@@ -181,7 +181,7 @@ def weight_bytes(
 def _dsv4(arch: ModelArch, fmt: WeightFormat, tp: int, pp: int, tokens: int, ep: bool,
           total_bytes: Optional[int]) -> WeightBytes:
     """DeepSeek V4 (:mod:`llmctl.sizing.dsv4`); a safetensors total scales it as above."""
-    from llmctl.sizing import dsv4
+    import llmctl.sizing.dsv4 as dsv4
 
     stages, total = dsv4.weight_stages(arch, fmt, tp, pp, tokens, expert_parallel=ep)
     if total_bytes:
