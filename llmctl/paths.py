@@ -39,3 +39,24 @@ def file_mode(path: Path) -> int:
         mask = os.umask(0o022)  # read the umask (it can only be read by setting it) and put it back
         os.umask(mask)
         return 0o666 & ~mask
+
+
+def write_atomic(path: Path, text: str, *, mode: int | None = None) -> Path:
+    """Write ``text`` to ``path`` through a temporary file of a unique name in
+    the same directory, then rename it over ``path``: a reader sees the old
+    file or the new one, never a half-written one, and two writers at once
+    never share a temporary file. ``mode`` is set before any byte is written
+    (0600 for a secret); by default :func:`file_mode`."""
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), file_mode(path) if mode is None else mode)
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -464,3 +464,56 @@ def test_a_head_that_fails_to_start_is_retried_once_with_twice_the_wait(llmctl_h
     with pytest.raises(Exception, match=r"(?s)did not start \(2 attempts\).*timed out during startup"):
         cluster.start_head(num_cpus=1, timeout=1)
     assert len(commands) == 2 and cluster.load_state() is None
+
+
+def _heads_of(home: Path) -> list[psutil.Process]:
+    """The `ray start --head` processes started for this LLMCTL_HOME (they inherit it)."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            cmd = p.info["cmdline"] or []
+            if "start" in cmd and "--head" in cmd and p.environ().get("LLMCTL_HOME") == str(home):
+                found.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+@pytest.mark.cluster
+@pytest.mark.own_cluster
+@pytest.mark.engine
+def test_two_ups_at_once_start_one_head_and_down_stops_it(tiny_model, tmp_path, llmctl_home):
+    """Two `llmctl up` started together against one LLMCTL_HOME (two
+    terminals, a CI job beside a user): one starts the head, the other waits
+    for the start lock and deploys to that head; both succeed, one head and
+    one token file exist, and `down --cluster` leaves no process behind."""
+    import subprocess
+    import sys
+
+    from helpers import llmctl
+
+    r = llmctl("gen-config", "--model", tiny_model, "--model-id", "tiny-twice", "--gpu", "cpu", "--min-replicas", "1",
+               "--max-replicas", "1", "--yes", "-o", tmp_path)
+    assert r.code == 0, r.err
+    serve = next(tmp_path.glob("serve_*.yaml"))
+    ups = [subprocess.Popen([sys.executable, "-m", "llmctl", "up", str(serve), "--timeout", "600"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        results = [(p.wait(timeout=900), *p.communicate()) for p in ups]
+        heads = _heads_of(llmctl_home)
+        assert len(heads) == 1, [h.pid for h in heads]
+        assert cluster.load_state().pid == heads[0].pid
+        for code, out, err in results:
+            assert code == 0, (out, err)
+        started = [err for _, _, err in results if "started a local Ray head" in err]
+        assert len(started) == 1, [e for _, _, e in results]
+        assert len(list(llmctl_home.glob("ray-token-*"))) == 1
+        session = cluster.session_pids(heads[0].pid)
+    finally:
+        for p in ups:
+            p.kill()
+        down = llmctl("down", "--cluster")
+    assert down.code == 0, down.err
+    assert not _heads_of(llmctl_home) and not [p for p in session if psutil.pid_exists(p) and
+                                                psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert not list(llmctl_home.glob("ray-token*"))

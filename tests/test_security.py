@@ -83,7 +83,7 @@ def test_local_head_dashboard_refuses_calls_without_its_token(cluster_home):
     token = st.ray_token
     tfile = Path(st.ray_token_file)
     # a fresh random token, 0600, beside cluster.json, not in it
-    assert tfile.parent == cluster_home.home and tfile.name == raytoken.TOKEN_FILE
+    assert tfile.parent == cluster_home.home and tfile.name.startswith(raytoken.TOKEN_FILE + "-")
     assert stat.S_IMODE(tfile.stat().st_mode) == 0o600 and token and len(token) >= 32
     assert token not in (cluster_home.home / "cluster.json").read_text()
     url = cluster_home.dashboard_url

@@ -54,15 +54,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import psutil
 
 from llmctl.errors import LlmctlError
 from llmctl.launch import raytoken, tokens
 from llmctl.launch.ports import RAY_DEFAULT_PORTS, WORKER_PORTS, pick_ports  # noqa: F401 (re-exported)
-from llmctl.paths import llmctl_home
+from llmctl.paths import llmctl_home, write_atomic
 
 STATE_VERSION = 2  # 2: the leader's psutil creation time instead of /proc start ticks
 START_TIMEOUT_S = 90.0
@@ -134,12 +136,24 @@ def load_state() -> ClusterState | None:
 
 
 def save_state(state: ClusterState) -> Path:
-    p = state_path()
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(state.to_json(), indent=2) + "\n")
-    os.replace(tmp, p)
-    return p
+    return write_atomic(state_path(), json.dumps(state.to_json(), indent=2) + "\n", mode=0o600)
+
+
+@contextmanager
+def start_lock(timeout: float = START_TIMEOUT_S * 4) -> Iterator[None]:
+    """Held while a head is looked for and started, so that two llmctl
+    processes sharing an LLMCTL_HOME (two terminals, a CI job beside a user)
+    start one head between them: the second waits, then finds the first's."""
+    from filelock import FileLock, Timeout
+
+    path = llmctl_home() / "cluster.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with FileLock(str(path), timeout=timeout):
+            yield
+    except Timeout:
+        raise LlmctlError(f"{path}: another llmctl has been starting the local cluster for {timeout:.0f} s; "
+                          "check it with `llmctl status`") from None
 
 
 def clear_state() -> None:
@@ -327,8 +341,26 @@ def start_head(
     30 s registration window ("The current node timed out during startup",
     ``ray/_private/node.py``), and the next start usually makes it.
     """
-    if running_state() is not None:
-        raise LlmctlError(f"a local cluster is already running (state: {state_path()}); stop it with `llmctl down --cluster`")
+    with start_lock():
+        if running_state() is not None:
+            raise LlmctlError(f"a local cluster is already running (state: {state_path()}); stop it with `llmctl down --cluster`")
+        return _start(num_cpus=num_cpus, num_gpus=num_gpus, resources=resources, timeout=timeout, temp_root=temp_root)
+
+
+def ensure_head(*, num_cpus: int | None = None, num_gpus: int | None = None) -> tuple[ClusterState, bool]:
+    """The local head: the running one, else one started now; (state, started).
+    Under :func:`start_lock`: of two llmctl processes at once, one starts it
+    and the other uses it."""
+    with start_lock():
+        state = running_state()
+        if state is not None:
+            return state, False
+        return _start(num_cpus=num_cpus, num_gpus=num_gpus), True
+
+
+def _start(*, num_cpus: int | None = None, num_gpus: int | None = None, resources: dict[str, float] | None = None,
+           timeout: float = START_TIMEOUT_S, temp_root: str | None = None) -> ClusterState:
+    """:func:`start_head` without the lock and the check (the caller holds both)."""
     clear_state()
     num_cpus = default_num_cpus() if num_cpus is None else num_cpus
     errors: list[str] = []

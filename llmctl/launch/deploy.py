@@ -131,8 +131,7 @@ def connect(address: str | None, *, start: bool = False, num_cpus: int | None = 
     except ClusterUnreachable:
         if not start or (address or "").strip() not in ("", "local", "auto"):
             raise
-        _cluster.start_head(num_cpus=num_cpus, num_gpus=num_gpus)
-        started = True
+        _, started = _cluster.ensure_head(num_cpus=num_cpus, num_gpus=num_gpus)  # another llmctl may have started it
         target = _address.resolve_target(None)
     return ServeClient(target.dashboard_url, token=target.ray_token), target, started
 

@@ -10,8 +10,9 @@ processes find the token (measured, Ray 2.60 ``AuthenticationTokenLoader``) in
 ``RAY_AUTH_TOKEN``, else the file named by ``RAY_AUTH_TOKEN_PATH``, else
 ``~/.ray/auth_token``.
 
-llmctl starts each head with a fresh random token written to
-``$LLMCTL_HOME/ray-token`` (mode 0600, beside ``cluster.json``) and hands Ray
+llmctl starts each head with a fresh random token written to a file of its
+own, ``$LLMCTL_HOME/ray-token-<8 hex digits>`` (mode 0600, beside
+``cluster.json``, which names it), and hands Ray
 only its path (``RAY_AUTH_TOKEN_PATH``): the token is never on a command line
 (``ps``), never in an environment other processes can read, never in Ray's
 logs (Ray logs the path it loaded from), and ``~/.ray/auth_token`` is neither
@@ -33,14 +34,16 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from llmctl.errors import ClusterUnreachable, UsageError, param
-from llmctl.paths import llmctl_home
+from llmctl.paths import llmctl_home, write_atomic
 
-TOKEN_FILE = "ray-token"
+TOKEN_FILE = "ray-token"  # the prefix of each head's token file
 AUTH_HEADER = "Authorization"
 
 
 def token_path() -> Path:
-    return llmctl_home() / TOKEN_FILE
+    """A new head's token file: a name of its own, so no head ever replaces
+    the file another head's processes read."""
+    return llmctl_home() / f"{TOKEN_FILE}-{secrets.token_hex(4)}"
 
 
 def new_token() -> str:
@@ -51,20 +54,7 @@ def new_token() -> str:
 def write_token_file(path: Path, token: str) -> Path:
     """Write ``token`` to ``path``, mode 0600 from the moment it exists (never
     readable by others, whatever the umask)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.unlink()
-    except FileNotFoundError:
-        pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, token.encode())
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, token, mode=0o600)
 
 
 def read_token_file(path: str | Path | None) -> Optional[str]:
