@@ -89,8 +89,11 @@ CODES: dict[str, Code] = {c.code: c for c in [
        "key: ingress_extra_kwargs takes api_key_env (a variable name) and/or api_key_file (an absolute path on the nodes), "
        "never the key.", "Write `ingress_extra_kwargs: {api_key_env: LLMCTL_API_KEY}` (gen-config --api-key-env does) "
        "and keep the key in that variable."),
-    _c("class-path", "depends", "A class or module path (server_cls, ingress_cls, …) that cannot be found here: an error with "
-       "--local, a warning otherwise.", "Install the package on the cluster, or fix the path."),
+    _c("class-path", "depends", "A class or function import path Ray imports (server_cls, ingress_cls, callback_config."
+       "callback_class, request_router_class, autoscaling_config.policy.policy_function, runtime_env.env_vars."
+       "RAYLLM_VLLM_ENGINE_CLS) that no installed package provides here: an error with --local (or for a path into Ray "
+       "itself), a warning otherwise (it may exist only on the cluster).", "Install the package on the cluster, or fix the path.",
+       _MODEL.format("callback_config: {callback_class: my_callbacks.audit:AuditCallback}")),
     _c("unknown-field", "error", "An LLMConfig field Ray does not have (LLMConfig forbids extra fields).",
        "Use the field the message suggests.", _MODEL.format("accelerator_typ: L4")),
     _c("model-unreadable", "warning", "The model's config.json exists but cannot be read; TP, context and fit checks were skipped.",
@@ -104,6 +107,12 @@ CODES: dict[str, Code] = {c.code: c for c in [
        "cluster (and validate with --vllm-version), or drop the key."),
     _c("bad-engine-arg", "error", "An engine_kwargs value of the wrong type or choice for the target vLLM.", "Use a value of the "
        "type the message names.", _MODEL.format("engine_kwargs: {max_num_seqs: lots}")),
+    _c("unknown-parser", "depends", "engine_kwargs.tool_call_parser or reasoning_parser names a parser the target vLLM "
+       "does not register (llmctl ships each release's registry, read from vLLM's source): vLLM refuses to start. An "
+       "error against the target's own registry; a warning when llmctl has only an older release's. Not checked with "
+       "tool_parser_plugin / reasoning_parser_plugin (a plugin may register more).",
+       "Use the name the message suggests (vLLM's names use underscores: deepseek_r1).",
+       _MODEL.format("engine_kwargs: {reasoning_parser: deepseek-r1}")),
     _c("ray-owned-engine-arg", "error", "An engine_kwargs key Ray Serve LLM sets itself and refuses (model, served_model_name, …).",
        "Set it where the message says (model_loading_config, …)."),
     _c("ray-overrides-engine-arg", "warning", "An engine_kwargs key Ray Serve LLM replaces with its own value.", "Remove it."),
@@ -163,10 +172,13 @@ CODES: dict[str, Code] = {c.code: c for c in [
     _c("actor-bundle", "depends", "ray_actor_options.num_gpus is merged into the engine's first bundle: an error when no node "
        "can hold it, a warning otherwise.", "Delete num_gpus: accelerator_type and TP x PP reserve the GPUs."),
     # ---- deployment and autoscaling options
-    _c("unknown-option", "error", "A deployment or autoscaling option Serve does not have (Serve ignores it silently).",
+    _c("unknown-option", "depends", "A deployment or autoscaling option Serve does not have: an error in deployment_config "
+       "(serve.deployment() refuses the keyword when the app is built), a warning in autoscaling_config (Serve's "
+       "AutoscalingConfig ignores it: the app deploys with that setting's default).",
        "Use the option the message suggests.", _MODEL.format("deployment_config: {autoscalling_config: {max_replicas: 2}}")),
-    _c("misplaced-option", "error", "A deployment option inside autoscaling_config (or the reverse): Serve ignores it there "
-       "(ray-project/ray#61439).", "Move it one level up (or down).",
+    _c("misplaced-option", "depends", "An autoscaling option directly in deployment_config (an error: serve.deployment() "
+       "refuses it), or a deployment option inside autoscaling_config (a warning: Serve ignores it there, "
+       "ray-project/ray#61439).", "Move it one level down (or up).",
        _MODEL.format("deployment_config: {autoscaling_config: {max_replicas: 2, max_ongoing_requests: 8}}")),
     _c("lenient-count", "warning", "A replica count that is not an integer as written (\"2\", 2.0, true): Serve's pydantic "
        "schema reads it as a number (2, 2, 1) and deploys that, which may not be what was meant.",
@@ -197,13 +209,22 @@ CODES: dict[str, Code] = {c.code: c for c in [
     _c("literal-token", "error", "A token or secret in plain text; Ray's dashboard shows configs to every client and logs them.",
        "Reference it (runtime_env.env_vars: {HF_TOKEN: \"${HF_TOKEN}\"}) and export it where you deploy.",
        _MODEL.format("runtime_env: {env_vars: {HF_TOKEN: hf_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef123456}}")),
-    _c("placeholder", "error", "An unfilled template placeholder (<YOUR_TOKEN>, <MODEL_ID>) that Ray would pass on literally.",
+    _c("placeholder", "error", "An unfilled template placeholder (<YOUR_TOKEN>, <MODEL_ID>) that Ray would pass on literally; "
+       "for a model_source (or a model_id standing in for one) also a template's words (org/model-name, "
+       "huggingface-org/model-name, <hf-model-id>): vLLM cannot load it.",
        "Replace it with the real value.", _MODEL.format("accelerator_type: <GPU_TYPE>")),
+    _c("placeholder-model-id", "warning", "A model_id that is a template's placeholder (unique-model-id, model-name) while "
+       "model_source names a real model: it deploys, and clients must send that text as \"model\". (A placeholder "
+       "model_source, or a model_id standing in for one, is a `placeholder` error: vLLM cannot load it.)",
+       "Name the model (e.g. qwen2.5-7b-instruct).",
+       "model_loading_config: {model_id: unique-model-id, model_source: Qwen/Qwen2.5-7B-Instruct}"),
     _c("template", "error", "A template expression (Helm's {{ .Values.x }}, envsubst's $VAR / ${VAR} outside a runtime_env) "
        "that neither Ray nor kubectl expands.", "Render the file with its template tool (helm template, envsubst) first.",
        _MODEL.format("accelerator_type: \"{{ .Values.gpu }}\"")),
     _c("unexpanded-variable", "error", "${VAR} where Ray does not expand it (only runtime_env's env_vars, pip and uv options "
-       "are expanded): the engine would get the literal text.", "Move it under runtime_env.env_vars.",
+       "are expanded), or in a Kubernetes container's command / args outside a `sh -c` script (Kubernetes expands only "
+       "$(VAR) there): the engine or the container would get the literal text.",
+       "Move it under runtime_env.env_vars; in a container's command, write $(VAR) or run it through sh -c.",
        _MODEL.format("engine_kwargs: {hf_token: \"${HF_TOKEN}\"}")),
     # ---- RayService manifests
     _c("k8s-schema", "error", "The RayService does not match KubeRay v1.7.0's CRD schema as the API server applies it.",
