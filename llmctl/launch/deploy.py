@@ -131,6 +131,7 @@ def connect(address: str | None, *, start: bool = False, num_cpus: int | None = 
     except ClusterUnreachable:
         if not start or (address or "").strip() not in ("", "local", "auto"):
             raise
+        _tokens.require_memfd()  # Linux only: elsewhere one line naming the way out (address), before anything starts
         _cluster.start_head(num_cpus=num_cpus, num_gpus=num_gpus)
         started = True
         target = _address.resolve_target(None)
@@ -225,6 +226,7 @@ def _prepare_steps(serve_path: Path | str, address: str | None, send_token: bool
 def _connect_steps(address: str | None, num_cpus: int | None, num_gpus: int | None = None) -> Generator[Step, None, tuple[ServeClient, _address.Target, bool]]:
     """The cluster to deploy to; the local head started when there is none."""
     if _local_default(address) and _cluster.running_state() is None:
+        _tokens.require_memfd()
         yield Step("starting a local Ray head (127.0.0.1, private ports and temp dir) …")
     client, target, started = connect(address, start=True, num_cpus=num_cpus, num_gpus=num_gpus)
     if started:
