@@ -209,11 +209,10 @@ def model_placeholder(value: Any, *, words: bool = True) -> Optional[str]:
     angle-bracket one anywhere in it (``<hf-model-id>``, ``s3://<bucket>/m``),
     or (``words``: a Hugging Face repo id, not a path or URI) one made only of
     template words (``org/model-name``, ``huggingface-org/model-name``,
-    ``unique-model-id``). An all-caps one (``<MODEL_ID>``) is reported for
-    every field by :func:`check_secrets`, so not here."""
-    if not isinstance(value, str) or _PLACEHOLDER.search(value):
+    ``unique-model-id``)."""
+    if not isinstance(value, str):
         return None
-    m = _ANGLE.search(value)
+    m = _PLACEHOLDER.search(value) or _ANGLE.search(value)
     if m:
         return m.group(0)
     parts = value.strip().split("/")
@@ -232,12 +231,12 @@ def check_model_placeholders(mlc: dict, sink: _Sink, *, source_is_path: bool) ->
     src_loc = ("model_loading_config", "model_source" if "model_source" in mlc else "model_id")
     src = source.get("bucket_uri") if isinstance(source, dict) else (source if "model_source" in mlc else model_id)
     ph = model_placeholder(src, words=not source_is_path and not isinstance(source, dict))
-    if ph:
+    if ph and not _PLACEHOLDER.search(ph):  # an all-caps one (<MODEL_ID>): check_secrets reports it, for every field
         via = "" if "model_source" in mlc else " (model_source defaults to model_id)"
         sink.add(src_loc + (("bucket_uri",) if isinstance(source, dict) else ()),
                  f"'{ph}' is a template's placeholder, not a model{via}: vLLM cannot load it; write the Hugging Face "
                  "repo id (e.g. Qwen/Qwen2.5-7B-Instruct), a local path or a bucket URI", code="placeholder")
-    if "model_source" in mlc and (ph_id := model_placeholder(model_id)):
+    if "model_source" in mlc and (ph_id := model_placeholder(model_id)) and not _PLACEHOLDER.search(ph_id):
         code = "placeholder" if ph_id.startswith("<") else "placeholder-model-id"
         sink.add(("model_loading_config", "model_id"), f"'{ph_id}' is a template's placeholder: clients must send it as "
                  "\"model\"; name the model (e.g. qwen2.5-7b-instruct)", code=code)
