@@ -245,4 +245,3 @@ class Verdict(list):
     @property
     def valid(self) -> bool:
         return not self.failing
-
