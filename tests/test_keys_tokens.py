@@ -25,6 +25,20 @@ MODEL = {"model_loading_config": {"model_id": "qwen", "model_source": "Qwen/Qwen
          "deployment_config": {"autoscaling_config": {"min_replicas": 1, "max_replicas": 1}}}
 
 
+@pytest.fixture(autouse=True)
+def _launch_prepare_stays_the_function():
+    """`llmctl up` in-process imports the submodule llmctl.launch.prepare, and
+    importing a submodule binds it on its package, over the function
+    llmctl.launch exports lazily under the same name (other tests call
+    ``launch.prepare(...)`` in this worker): put the function back."""
+    yield
+    import llmctl.launch as launch
+
+    mod = sys.modules.get("llmctl.launch.prepare")
+    if mod is not None and launch.__dict__.get("prepare") is mod:
+        launch.prepare = mod.prepare
+
+
 def _serve(tmp_path: Path, model: dict | None = None, key_env: str | None = None) -> Path:
     args: dict = {"llm_configs": [model or MODEL]}
     if key_env:

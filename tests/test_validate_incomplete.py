@@ -6,6 +6,7 @@ true``, the check named in one line — and ``up`` refuses to deploy it.
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 import yaml
@@ -15,6 +16,20 @@ from helpers import run_cli
 MODEL = ("model_loading_config: {model_id: qwen, model_source: Qwen/Qwen2.5-7B-Instruct}\n"
          "accelerator_type: L4\nengine_kwargs: {max_model_len: 8192}\n"
          "deployment_config: {autoscaling_config: {min_replicas: 1, max_replicas: 2, target_ongoing_requests: 8}}\n")
+
+
+@pytest.fixture(autouse=True)
+def _launch_prepare_stays_the_function():
+    """`llmctl up` in-process imports the submodule llmctl.launch.prepare, and
+    importing a submodule binds it on its package, over the function
+    llmctl.launch exports lazily under the same name (other tests call
+    ``launch.prepare(...)`` in this worker): put the function back."""
+    yield
+    import llmctl.launch as launch
+
+    mod = sys.modules.get("llmctl.launch.prepare")
+    if mod is not None and launch.__dict__.get("prepare") is mod:
+        launch.prepare = mod.prepare
 
 
 def _serve(tmp_path):
