@@ -99,6 +99,11 @@ class ValidationFailed(LlmctlError):
         super().__init__(message or "\n".join(str(d) for d in self.diagnostics))
 
 
+class ValidationIncomplete(ValidationFailed):
+    """Validation could not run every check (one crashed on the input: an
+    llmctl bug), so the files are not used (exit 2). Carries the diagnostics."""
+
+
 class SizingError(UsageError, ValueError):
     """A value the arithmetic cannot work with (exit 2). ``param`` names the
     sizing parameter (not a flag: the caller knows which flag, if any, gave it).

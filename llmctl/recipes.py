@@ -230,3 +230,31 @@ def recipe_parsers(engine_kwargs: dict[str, Any]) -> list[tuple[str, str]]:
     if "reasoning_parser" in engine_kwargs:
         out.append(("reasoning_parsers", str(engine_kwargs["reasoning_parser"])))
     return out
+
+
+# engine_kwargs key -> (registry key, the engine argument that loads more parsers from a file)
+PARSER_ARGS = {"tool_call_parser": ("tool_call_parsers", "tool_parser_plugin"),
+               "reasoning_parser": ("reasoning_parsers", "reasoning_parser_plugin")}
+
+
+def shipped_parser_versions() -> list[tuple[int, ...]]:
+    """The vLLM releases whose parser registries llmctl ships, oldest first."""
+    found = []
+    for f in Path(__file__).resolve().parent.glob("_parsers_vllm-*.json"):
+        try:
+            found.append(tuple(int(x) for x in f.stem.rpartition("-")[2].split(".")))
+        except ValueError:
+            continue
+    return sorted(found)
+
+
+def parser_registry(key: str, release: tuple[int, ...]) -> Optional[tuple[list[str], str, bool]]:
+    """``(names, registry version, exact)`` of the ``tool_call_parser`` /
+    ``reasoning_parser`` names vLLM ``release`` registers: its own shipped
+    registry (``exact``), else the nearest older one llmctl ships; None when
+    llmctl ships none at or below it."""
+    shipped = [v for v in shipped_parser_versions() if v <= tuple(release)]
+    if not shipped:
+        return None
+    label = ".".join(map(str, shipped[-1]))
+    return list(registered_parsers(label)[PARSER_ARGS[key][0]]), label, shipped[-1] == tuple(release)

@@ -87,13 +87,7 @@ def _environ_writes(tree: ast.AST):
                 yield node.lineno
 
 
-# --debug still reaches the core through LLMCTL_DEBUG: being made a parameter (branch `validate`)
-_DEBUG_VIA_ENV = {"cli/__init__.py", "cli/root.py"}
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="--debug via os.environ"))
-                                  if str(p.relative_to(PKG)) in _DEBUG_VIA_ENV else p for p in sorted(PKG.rglob("*.py"))],
-                         ids=lambda p: str(p.relative_to(PKG)))
+@pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
 def test_no_llmctl_code_writes_the_process_environment(path):
     lines = list(_environ_writes(ast.parse(path.read_text(encoding="utf-8"))))
     assert not lines, f"{path.relative_to(PKG.parent)} writes os.environ at line(s) {lines}"

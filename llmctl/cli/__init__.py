@@ -44,14 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: one handler maps errors to exit codes."""
     argv = _global_options_first(list(sys.argv[1:] if argv is None else argv))
     debug = os.environ.get("LLMCTL_DEBUG") == "1" or "--debug" in argv
-    before = os.environ.get("LLMCTL_DEBUG")
-    try:
-        return _run(argv, debug)
-    finally:  # --debug reaches the core through LLMCTL_DEBUG for this call only (in-process callers, tests)
-        if before is None:
-            os.environ.pop("LLMCTL_DEBUG", None)
-        else:
-            os.environ["LLMCTL_DEBUG"] = before
+    # commands pass --debug to the core as a parameter (llmctl.cli.root.debug_enabled): nothing is set in os.environ
+    return _run(argv, debug)
 
 
 def _run(argv: list[str], debug: bool) -> int:

@@ -3,8 +3,6 @@ options (``--debug``, ``--version``)."""
 
 from __future__ import annotations
 
-import os
-
 import typer
 
 from llmctl import __version__
@@ -30,5 +28,9 @@ def _root(
     debug: bool = typer.Option(False, "--debug", envvar="LLMCTL_DEBUG", help="Show tracebacks for errors."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
-    if debug:
-        os.environ["LLMCTL_DEBUG"] = "1"
+    """--debug reaches the core as a parameter (:func:`debug_enabled`), never through the environment."""
+
+
+def debug_enabled(ctx: typer.Context) -> bool:
+    """``--debug`` (or LLMCTL_DEBUG=1) of this command line, for a command that passes it to the core."""
+    return bool(ctx.find_root().params.get("debug"))

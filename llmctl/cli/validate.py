@@ -16,6 +16,7 @@ from llmctl.errors import EXIT_USAGE, UsageError
 
 @app.command("validate")
 def validate_cmd(
+    ctx: typer.Context,
     files: Annotated[Optional[List[Path]], typer.Argument(metavar="FILE", help="Serve configs (serve_*.yaml), model configs (model_config/*.yaml) and/or RayService manifests.")] = None,
     local: Annotated[bool, typer.Option("--local", help="The apps will run on this machine (llmctl up on the local head): a local model path or a class that is missing here is an error, not a warning.")] = False,
     working_dir: Annotated[Optional[Path], typer.Option("--working-dir", metavar="DIR", help="Directory Ray builds the app from, where relative llm_configs paths are opened (default: the current directory, as with serve run).", file_okay=False)] = None,
@@ -29,8 +30,10 @@ def validate_cmd(
 
     Errors are what Ray or vLLM refuses (exit 2); warnings what deploys but
     will not behave as written (exit 0, or 2 with --strict); notes what was
-    not checked."""
-    from llmctl.validate import errors_only, validate_paths
+    not checked. A check that crashes (check-failed) makes the result
+    incomplete: exit 2, never valid."""
+    from llmctl.cli.root import debug_enabled
+    from llmctl.validate import validate_paths
     from llmctl.validate.codes import CODES, explain as explain_code
 
     if explain is not None:
@@ -50,16 +53,15 @@ def validate_cmd(
         target = reference_vllm(vllm_version, "--vllm-version")
     except UsageError as e:
         raise UsageError(f"--vllm-version: {e.message}") from None
-    diags = validate_paths(files, local_node=local, working_dir=working_dir, vllm_version=target)
+    diags = validate_paths(files, local_node=local, working_dir=working_dir, vllm_version=target, strict=strict,
+                           debug=debug_enabled(ctx))
     diags += _lora_diags(files, diags, remote, local, working_dir)
     # the named vLLM with the installed Ray, else the installed vLLM (what `llmctl up` here would run)
     version = version_warning(target.text if vllm_version else None)
-    errors = errors_only(diags)
-    warnings = [d for d in diags if d.severity == "warning"]
-    failing = errors + (warnings if strict else [])
+    errors, warnings, failing = diags.errors, diags.warnings, diags.failing
     unchecked = [d for d in diags if d.code == "app-not-checked"]
     if json_:
-        print_json({"valid": not failing, "strict": strict, "vllm_version": target.label,
+        print_json({"valid": diags.valid, "incomplete": diags.incomplete, "strict": strict, "vllm_version": target.label,
                     "diagnostics": [d.to_json() for d in diags], "warnings": [version] if version else [],
                     "applications_not_checked": len(unchecked)})
     else:
@@ -67,6 +69,10 @@ def validate_cmd(
             err.print(str(d), markup=False, highlight=False)
         if version:
             err.print(f"warning: {version}", markup=False, highlight=False)
+        if diags.incomplete:
+            n = len(diags.failed_checks)
+            err.print(f"incomplete: {n} check{'s' if n != 1 else ''} crashed (check-failed above), so the result says "
+                      "nothing about what they check and is not valid; --debug shows the traceback", markup=False)
         if failing:
             what = f"{len(errors)} error{'s' if len(errors) != 1 else ''}"
             if strict and warnings:

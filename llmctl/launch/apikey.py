@@ -18,10 +18,12 @@ checks it, and the value it sends with its own requests, before deploying).
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import io
 import os
 import zipfile
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
@@ -31,6 +33,28 @@ from llmctl.builders import (APIKEY_MODULE as MODULE, INGRESS_CLS, ingress_cls_c
                              key_settings, keyed_apps)
 
 SOURCE_DIR = Path(__file__).resolve().parents[1] / "cluster_modules" / MODULE
+
+
+@lru_cache(maxsize=1)
+def min_key_chars() -> int:
+    """The shortest key the ingress accepts: ``MIN_KEY_CHARS`` of the module the
+    nodes run (one rule), read from its source (importing it imports Ray's
+    ingress, and vLLM)."""
+    for node in ast.parse((SOURCE_DIR / "__init__.py").read_text(encoding="utf-8")).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == "MIN_KEY_CHARS" for t in targets) and node.value is not None:
+            return int(ast.literal_eval(node.value))
+    raise RuntimeError(f"{SOURCE_DIR / '__init__.py'} defines no MIN_KEY_CHARS")  # an llmctl bug (tests read it)
+
+
+def short_key(var: str, value: Optional[str]) -> Optional[str]:
+    """Why the ingress would refuse the key in ``$var`` (shorter than
+    :func:`min_key_chars`), or None. Never shows the key."""
+    n = len((value or "").strip())
+    if not value or n >= min_key_chars():
+        return None
+    return (f"${var} holds a {n}-character API key, and llmctl's ingress refuses keys shorter than {min_key_chars()} "
+            f"characters (it does not start: fail closed); use a long random key: export {var}=$(openssl rand -hex 32)")
 
 
 def package() -> tuple[str, bytes]:
@@ -84,6 +108,8 @@ def check_local_key(config: Mapping, head_env: Optional[Mapping[str, str]], shel
                 raise UsageError(f"application {app.get('name')!r} takes its API key from ${var}, which is not set in this "
                                  f"shell; export {var}=... (a long random key) and run `llmctl up` again (the local head "
                                  "started now inherits it)")
+            if problem := short_key(var, mine):
+                raise UsageError(f"application {app.get('name')!r}: {problem}, and run `llmctl up` again")
             continue
         if head_env is None:
             warnings.append(f"cannot read the local head's environment to check ${var} (the API key)")
@@ -93,6 +119,9 @@ def check_local_key(config: Mapping, head_env: Optional[Mapping[str, str]], shel
             raise UsageError(f"application {app.get('name')!r} takes its API key from ${var}, and the local Ray head was "
                              f"started without it: stop it (`llmctl down --cluster`), export {var}=... and run "
                              "`llmctl up` again")
+        if problem := short_key(var, held):
+            raise UsageError(f"application {app.get('name')!r}: the local Ray head was started with it: {problem}, stop the "
+                             "head (`llmctl down --cluster`) and run `llmctl up` again")
         if mine and mine != held:
             warnings.append(f"${var} in this shell differs from the local head's; the replicas use the head's")
     return warnings
@@ -182,6 +211,9 @@ def deliver_steps(config: dict, client, target) -> Iterator:
             yield Step(f"note: the ingress reads {', '.join('$' + n for n in names)} from the environment of the node it "
                        "runs on (set it on every node; llmctl cannot check it from here) — without it the ingress "
                        "refuses to start")
+        for n in names:  # what this shell holds is what its clients send; the same on the nodes is refused
+            if problem := short_key(n, os.environ.get(n)):
+                yield Step(f"warning: {problem} (in this shell; if the nodes hold the same, the app will not start)")
 
 
 def check_headers(config: Mapping, app_name: str, target) -> tuple[dict, Optional[str]]:

@@ -131,6 +131,7 @@ def connect(address: str | None, *, start: bool = False, num_cpus: int | None = 
     except ClusterUnreachable:
         if not start or (address or "").strip() not in ("", "local", "auto"):
             raise
+        _tokens.require_memfd()  # Linux only: elsewhere one line naming the way out (address), before anything starts
         _, started = _cluster.ensure_head(num_cpus=num_cpus, num_gpus=num_gpus)  # another llmctl may have started it
         target = _address.resolve_target(None)
     return ServeClient(target.dashboard_url, token=target.ray_token), target, started
@@ -225,6 +226,7 @@ def _connect_steps(address: str | None, num_cpus: int | None, num_gpus: int | No
                    ray_token_env: str | None = None) -> Generator[Step, None, tuple[ServeClient, _address.Target, bool]]:
     """The cluster to deploy to; the local head started when there is none."""
     if _local_default(address) and _cluster.running_state() is None:
+        _tokens.require_memfd()
         yield Step("starting a local Ray head (127.0.0.1, private ports and temp dir) …")
     client, target, started = connect(address, start=True, num_cpus=num_cpus, num_gpus=num_gpus, ray_token_env=ray_token_env)
     if started:

@@ -94,6 +94,7 @@ def security_check(app: Optional[str] = None, *, address: Optional[str] = None, 
             key = apikey.required_key(a.name, a.api_key_env, target.local, flag_var=api_key_env) if a.api_key_env or api_key_env else None
             if key:
                 keys[a.name] = key
+                rep.rows += key_rows(a.name, api_key_env or a.api_key_env, key)
             rep.rows += endpoint_rows(a, key)
         rep.rows += dashboard_rows(target.dashboard_url)
         secrets = _secrets(target, keys)
@@ -129,6 +130,14 @@ def _request(method: str, url: str, key: Optional[str]) -> str:
         return str(r.status_code)
     except httpx.HTTPError as e:
         return type(e).__name__
+
+
+def key_rows(app: str, var: Optional[str], key: str) -> list[Row]:
+    """The key's length against the ingress's minimum (llmctl_apikey.MIN_KEY_CHARS): a shorter one is a finding
+    (the ingress refuses it; one that runs anyway was set before llmctl checked)."""
+    problem = apikey.short_key(var or "API key", key)
+    result = problem or f"{len(key.strip())} characters (the ingress takes {apikey.min_key_chars()} or more)"
+    return [Row("endpoint", app, "API key length", result, problem is not None)]
 
 
 def endpoint_rows(a, key: Optional[str]) -> list[Row]:

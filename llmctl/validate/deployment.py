@@ -35,15 +35,17 @@ def check_deployment_config(dc: Any, sink: _Sink, loc: tuple = ("deployment_conf
     if not isinstance(dc, dict):
         sink.add(loc, "must be a mapping of Ray Serve deployment options")
         return
+    # serve.deployment(**options) refuses a keyword it does not take (TypeError when the app is built)
     allowed = _deployment_option_names()
     autoscaling_fields = _autoscaling_model().model_fields
     for k in dc:
         if k in allowed:
             continue
         if k in autoscaling_fields:
-            sink.add(loc + (k,), "belongs in autoscaling_config: Serve ignores it here", code="misplaced-option")
+            sink.add(loc + (k,), "belongs in autoscaling_config: Serve refuses it here (serve.deployment() has no such "
+                                 "option)", "error", code="misplaced-option")
         else:
-            sink.add(loc + (k,), f"unknown deployment option{_suggest(str(k), allowed)}", code="unknown-option")
+            sink.add(loc + (k,), f"unknown deployment option{_suggest(str(k), allowed)}", "error", code="unknown-option")
     nr = dc.get("num_replicas")
     if nr is not None and nr != "auto":
         _count(nr, 0, sink, loc + ("num_replicas",), 'a non-negative integer or "auto"')
@@ -88,15 +90,17 @@ def check_autoscaling(asc: Any, sink: _Sink, loc: tuple) -> None:
     if not isinstance(asc, dict):
         sink.add(loc, "must be a mapping (min_replicas, max_replicas, …)")
         return
+    # Serve's AutoscalingConfig ignores a key it does not have: the app deploys, with that setting's default
     model = _autoscaling_model()
     for k in asc:
         if k in model.model_fields:
             continue
         if k in _deployment_option_names():
-            sink.add(loc + (k,), "belongs in deployment_config, one level up: Serve ignores it inside autoscaling_config "
-                                 "(ray-project/ray#61439)", code="misplaced-option")
+            sink.warn(loc + (k,), "belongs in deployment_config, one level up: Serve ignores it inside autoscaling_config "
+                                  "(ray-project/ray#61439)", code="misplaced-option")
         else:
-            sink.add(loc + (k,), f"unknown autoscaling option{_suggest(str(k), model.model_fields)}", code="unknown-option")
+            sink.warn(loc + (k,), f"unknown autoscaling option{_suggest(str(k), model.model_fields)}: Serve ignores it "
+                                  "and deploys with the default", code="unknown-option")
     mn, mx = 1, 1
     if "min_replicas" in asc:
         mn = _count(asc["min_replicas"], 0, sink, loc + ("min_replicas",), "an integer >= 0")
@@ -111,12 +115,28 @@ def check_autoscaling(asc: Any, sink: _Sink, loc: tuple) -> None:
     from pydantic import ValidationError
 
     try:
-        model(**{k: v for k, v in asc.items() if k in model.model_fields})
+        model(**without_policy_function({k: v for k, v in asc.items() if k in model.model_fields}))
     except ValidationError as e:
         for err in e.errors():
             sink.add(loc + tuple(err["loc"]), clean_msg(err["msg"]), code="ray-schema")
     except (ValueError, TypeError) as e:
         sink.add(loc, clean_msg(str(e)), code="ray-schema")
+
+
+def policy_function(asc: Any) -> Any:
+    """``autoscaling_config.policy.policy_function``: an import path Serve imports (a class path, for
+    llm_config's class checks), or None."""
+    pol = asc.get("policy") if isinstance(asc, dict) else None
+    return pol.get("policy_function") if isinstance(pol, dict) else None
+
+
+def without_policy_function(asc: dict) -> dict:
+    """``asc`` for Serve's own AutoscalingConfig without a ``policy_function``
+    path, which it would import here (ModuleNotFoundError for a module only the
+    cluster has); the class checks look for it without running code."""
+    if not isinstance(policy_function(asc), str):
+        return asc
+    return {**asc, "policy": {k: v for k, v in asc["policy"].items() if k != "policy_function"}}
 
 
 def _count(v: Any, low: int, sink: _Sink, loc: tuple, what: str) -> Optional[int]:

@@ -7,7 +7,6 @@ that callers and tests match instead of message text.
 
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,13 +99,20 @@ def _loc_str(loc: Iterable[Any]) -> str:
 
 
 class _Sink:
-    """Collects diagnostics for one document, mapping a field path to a line."""
+    """Collects diagnostics for one document, mapping a field path to a line.
+    ``debug``: a check that crashes is raised (its traceback shown) instead of
+    reported (:meth:`guard`); :meth:`child` sinks inherit it."""
 
-    def __init__(self, doc: _Doc, base: tuple = (), display: Optional[str] = None):
+    def __init__(self, doc: _Doc, base: tuple = (), display: Optional[str] = None, *, debug: bool = False):
         self.doc = doc
         self.base = base
         self.display = display or doc.path
+        self.debug = debug
         self.items: list[Diagnostic] = []
+
+    def child(self, doc: _Doc, base: tuple = ()) -> "_Sink":
+        """A sink for a part of this document (or a document embedded in it), with this one's settings."""
+        return _Sink(doc, base, debug=self.debug)
 
     def add(self, loc: tuple, message: str, severity: Optional[str] = None, *, code: str = "invalid") -> None:
         """One diagnostic; its severity is the code's (llmctl.validate.codes), or
@@ -138,16 +144,16 @@ class _Sink:
     @contextmanager
     def guard(self, what: str, loc: tuple = ()):
         """Run one check; an exception inside it (an llmctl bug on input it did
-        not foresee) becomes a warning at ``loc`` instead of a crash, and the
-        other checks still run. With ``--debug`` (LLMCTL_DEBUG=1) it is raised,
-        so the traceback shows where."""
+        not foresee) becomes a ``check-failed`` error at ``loc`` naming the
+        check, so the result is incomplete (:class:`Verdict`: exit 2, never
+        "valid"), and the other checks still run. With ``debug`` it is
+        raised, so the traceback shows where."""
         try:
             yield
         except Exception as e:  # noqa: BLE001 - any failure of a check is reported, never raised
-            if os.environ.get("LLMCTL_DEBUG") == "1":
+            if self.debug:
                 raise
-            self.warn(loc, f"llmctl's {what} check failed on this input and was skipped "
-                           f"({type(e).__name__}: {str(e)[:200]}); please report it", code="check-failed")
+            self.add(loc, failed_check_message(what, e), code="check-failed")
 
     def has(self, loc: tuple) -> bool:
         s = _loc_str(self.base + tuple(loc))
@@ -184,3 +190,58 @@ def _read_doc(path: Path, results: list[Diagnostic]) -> Optional[_Doc]:
 def errors_only(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
     return [d for d in diags if d.is_error]
 
+
+_NOT_CHECKED = ": what it checks was not checked, so the result is incomplete (an llmctl bug: please report it)"
+
+
+def failed_check_message(what: str, e: BaseException) -> str:
+    """The one line of a ``check-failed`` diagnostic: the check and its error."""
+    detail = " ".join(str(e).split())[:200]
+    return f"llmctl's {what} check crashed on this input ({type(e).__name__}{': ' + detail if detail else ''})" + _NOT_CHECKED
+
+
+def crash_of(d: Diagnostic) -> str:
+    """``where: llmctl's X check crashed on this input (Error: …)`` of a ``check-failed`` diagnostic."""
+    return str(d).removesuffix(_NOT_CHECKED)
+
+
+def failed_checks(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
+    """The ``check-failed`` diagnostics: checks that crashed, so the result says
+    nothing about what they check (never "valid")."""
+    return [d for d in diags if d.code == "check-failed"]
+
+
+class Verdict(list):
+    """The diagnostics of a validation, in file order (it is a list of
+    :class:`Diagnostic`), and what they amount to. ``strict``: warnings fail
+    too. A crashed check (``check-failed``) makes it :attr:`incomplete`, and an
+    incomplete result is never :attr:`valid`."""
+
+    def __init__(self, diagnostics: Iterable[Diagnostic] = (), *, strict: bool = False):
+        super().__init__(diagnostics)
+        self.strict = strict
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return errors_only(self)
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self if d.severity == "warning"]
+
+    @property
+    def failed_checks(self) -> list[Diagnostic]:
+        return failed_checks(self)
+
+    @property
+    def incomplete(self) -> bool:
+        return bool(self.failed_checks)
+
+    @property
+    def failing(self) -> list[Diagnostic]:
+        """What makes it fail: the errors (crashed checks among them), and with ``strict`` the warnings."""
+        return self.errors + (self.warnings if self.strict else [])
+
+    @property
+    def valid(self) -> bool:
+        return not self.failing

@@ -19,9 +19,10 @@ from llmctl.errors import ModelNotFound
 from llmctl.light_imports import without_model_libraries
 from llmctl.scalars import is_int
 from llmctl.sources import is_cloud_uri, looks_local_path, path_probe
-from llmctl.validate.deployment import ScalingHint, check_deployment_config, clean_msg
+from llmctl.validate.deployment import ScalingHint, check_deployment_config, clean_msg, policy_function, without_policy_function
 from llmctl.validate.documents import _Sink
 from llmctl.validate.reference import _suggest, ray_accelerator_types
+from llmctl.validate.secrets import check_model_placeholders
 from llmctl.vllm_version import VllmVersion
 
 
@@ -87,6 +88,8 @@ def _check_source(data: dict, sink: _Sink, base_dir: Path, local_node: bool) -> 
         sink.add(("model_loading_config", "model_id"), "required: the id clients send as \"model\"")
         model_id = None
     source = mlc.get("model_source", model_id)
+    if check_model_placeholders(mlc, sink, source_is_path=isinstance(source, str) and looks_local_path(source)):
+        return model_id, None  # nothing to look up
     if isinstance(source, str) and looks_local_path(source):
         p = Path(os.path.expanduser(source))
         p = p if p.is_absolute() else base_dir / p
@@ -178,10 +181,38 @@ def _check_engine_kwargs(ek: dict, sink: _Sink, vllm: Optional[VllmVersion] = No
             # the keys inside a config mapping (compilation_config.cudagraph_mode, ...): fields of the target's class
             for p in EA.check_nested(specs[key], v, origin=origin):
                 sink.add(loc + tuple(p.path), p.message, p.severity, code=p.code)
+    _check_parsers(ek, sink, table)
     tp = ek.get("tensor_parallel_size", 1) if is_int(ek.get("tensor_parallel_size", 1)) else 1
     pp = ek.get("pipeline_parallel_size", 1) if is_int(ek.get("pipeline_parallel_size", 1)) else 1
     mml = ek.get("max_model_len") if is_int(ek.get("max_model_len")) and ek.get("max_model_len", 0) >= 1 else None
     return max(tp, 1), max(pp, 1), mml
+
+
+def _check_parsers(ek: dict, sink: _Sink, table) -> None:
+    """``tool_call_parser`` / ``reasoning_parser``: a name the target vLLM
+    registers (llmctl/_parsers_vllm-<version>.json, read from its source), or
+    vLLM refuses to start ("invalid reasoning parser"). Not checked when a
+    ``*_plugin`` argument may register more names."""
+    from llmctl.recipes import PARSER_ARGS, parser_registry
+
+    for key, (_, plugin) in PARSER_ARGS.items():
+        name = ek.get(key)
+        if not isinstance(name, str) or not name.strip() or ek.get(plugin):
+            continue
+        found = parser_registry(key, table.target.release)
+        if found is None or name in found[0]:
+            continue
+        names, version, exact = found
+        kind = key.replace("_", " ")
+        hint = _suggest(name, names) or f"; it registers {', '.join(names)}"
+        if exact:
+            sink.add(("engine_kwargs", key), f"{name!r} is not a {kind} {table.target.described()} registers{hint}: vLLM "
+                                             "refuses to start", "error", code="unknown-parser")
+        else:
+            sink.add(("engine_kwargs", key), f"{name!r} is not a {kind} vLLM {version} registers{hint} (the nearest release "
+                                             f"whose registry llmctl ships; the target is {table.target.described()}): "
+                                             "vLLM refuses to start unless the target has it", "warning",
+                     code="unknown-parser")
 
 
 # Methods vLLM reads from the checkpoint (its quantization_config or a
@@ -392,6 +423,12 @@ def _check_classes(data: dict, sink: _Sink, local_node: bool) -> None:
     rrc = dc.get("request_router_config") if isinstance(dc, dict) else None
     if isinstance(rrc, dict):
         paths.append((("deployment_config", "request_router_config", "request_router_class"), rrc.get("request_router_class")))
+    asc = dc.get("autoscaling_config") if isinstance(dc, dict) else None
+    if isinstance(policy_function(asc), str):  # Serve imports it in the controller
+        paths.append((("deployment_config", "autoscaling_config", "policy", "policy_function"), policy_function(asc)))
+    cb = data.get("callback_config")
+    if isinstance(cb, dict) and isinstance(cb.get("callback_class"), str):  # each replica imports it (get_or_create_callback)
+        paths.append((("callback_config", "callback_class"), cb["callback_class"]))
     env = (data.get("runtime_env") or {}).get("env_vars") if isinstance(data.get("runtime_env"), dict) else None
     if isinstance(env, dict) and "RAYLLM_VLLM_ENGINE_CLS" in env:
         # LLMServer imports this engine class instead of VLLMEngine (llm_server.py _get_default_engine_class)
@@ -424,6 +461,8 @@ def _ray_llm_config(data: dict, sink: _Sink) -> None:
     rrc = dc.get("request_router_config") if isinstance(dc, dict) else None
     if isinstance(rrc, dict) and isinstance(rrc.get("request_router_class"), str):
         del rrc["request_router_class"]  # the same: Serve's RequestRouterConfig imports it
+    if isinstance(dc, dict) and isinstance(dc.get("autoscaling_config"), dict):
+        dc["autoscaling_config"] = without_policy_function(dc["autoscaling_config"])  # and its AutoscalingPolicy
     try:
         LLMConfig.model_validate(data)
     except ValidationError as e:

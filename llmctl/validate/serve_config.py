@@ -72,7 +72,7 @@ def _check_custom_app(app: dict, i: int, sink: _Sink, base_dir: Path, local_node
     in its args as LLMConfigs."""
     found = 0
     for slot, cfg in builders.custom_llm_configs(app.get("args")):
-        inner = _Sink(sink.doc, ("applications", i, "args") + slot)
+        inner = sink.child(sink.doc, ("applications", i, "args") + slot)
         check_llm_config(cfg, inner, base_dir=base_dir, local_node=local_node, vllm=vllm)
         sink.items.extend(inner.items)
         found += 1
@@ -135,7 +135,7 @@ def _check_llm_app(doc: _Doc, app: dict, i: int, builder: builders.Builder, sink
             where = str(target)
             data = _load(target)
         elif isinstance(entry, dict):
-            inner = _Sink(doc, eloc)
+            inner = sink.child(doc, eloc)
             model_id = check_llm_config(entry, inner, base_dir=base_dir, local_node=local_node, vllm=vllm)
             sink.items.extend(inner.items)
             data = entry

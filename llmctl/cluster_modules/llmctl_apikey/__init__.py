@@ -35,27 +35,38 @@ except ImportError:  # pragma: no cover
 
 __all__ = ["ApiKeyIngress", "ApiKeyMiddleware", "load_key"]
 
+# The shortest key the ingress accepts (llmctl reads this line: `up` and `check --security` report a shorter one).
 MIN_KEY_CHARS = 16
+
+
+def _long_enough(key: bytes, where: str) -> bytes:
+    if len(key) < MIN_KEY_CHARS:
+        raise RuntimeError(
+            f"llmctl API-key ingress: the API key in {where} has {len(key)} characters, fewer than {MIN_KEY_CHARS}: a "
+            "short key can be guessed, so the ingress refuses to start. Use a long random key (e.g. `openssl rand -hex 32`)."
+        )
+    return key
 
 
 def load_key(api_key_env: Optional[str], api_key_file: Optional[str]) -> bytes:
     """The key from the node's environment or file; raises RuntimeError (the
-    replica then fails to start) when neither holds one."""
+    replica then fails to start) when neither holds one, or the one found is
+    shorter than MIN_KEY_CHARS (fail closed)."""
     tried = []
     if api_key_env:
         tried.append(f"environment variable {api_key_env}")
         value = os.environ.get(api_key_env, "").strip()
         if value:
-            return value.encode()
+            return _long_enough(value.encode(), f"environment variable {api_key_env}")
     if api_key_file:
         tried.append(f"file {api_key_file}")
         try:
             with open(api_key_file, "rb") as f:
                 value_b = f.read().strip()
-            if value_b:
-                return value_b
         except OSError:
-            pass
+            value_b = b""
+        if value_b:
+            return _long_enough(value_b, f"file {api_key_file}")
     raise RuntimeError(
         "llmctl API-key ingress: no API key on this node (" + (", ".join(tried) or "nothing named") + "); "
         "the endpoint would be open, so the ingress refuses to start. Set the variable in the environment of the "

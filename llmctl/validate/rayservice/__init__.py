@@ -32,11 +32,12 @@ def manifest_nodes(text: str) -> Optional[list[Any]]:
     return None
 
 
-def validate_manifest(path: str, nodes: list[Any], *, check_doc, check_model=None) -> list[Diagnostic]:
+def validate_manifest(path: str, nodes: list[Any], *, check_doc, check_model=None, debug: bool = False) -> list[Diagnostic]:
     """Diagnostics for every document of a manifest file. ``check_doc(doc,
     results)`` runs the serve-config checks on the embedded serveConfigV2,
     ``check_model(doc, results)`` the model-config checks on a model file a
-    ConfigMap of the manifest holds."""
+    ConfigMap of the manifest holds. ``debug``: a check that crashes is raised
+    (else a ``check-failed`` error)."""
     from llmctl.validate.rayservice import files
 
     out: list[Diagnostic] = []
@@ -48,7 +49,7 @@ def validate_manifest(path: str, nodes: list[Any], *, check_doc, check_model=Non
             out.append(Diagnostic(path, node.start_mark.line + 1, "", f"malformed YAML: {getattr(e, 'problem', None) or e}",
                                   code="yaml"))
             continue
-        sink = _Sink(doc)
+        sink = _Sink(doc, debug=debug)
         if not isinstance(doc.data, dict):
             sink.add((), "expected a mapping (a Kubernetes object)", code="not-a-config")
         elif doc.data.get("kind") == "Secret":
@@ -99,7 +100,7 @@ def _rayservice(doc: _Doc, sink: _Sink, out: list[Diagnostic], check_doc, check_
     if not isinstance(inner.data, dict) or "applications" not in inner.data:
         sink.add(("spec", "serveConfigV2"), "must be a Ray Serve config (applications: …)", code="not-a-config")
         return
-    isink = _Sink(inner)
+    isink = sink.child(inner)
     results: list[Diagnostic] = []
     _serve_rules(inner.data, isink.add)
     _model_files(inner.data, obj, cms, doc.path, isink.add, results, check_model)
