@@ -338,7 +338,10 @@ def test_down_cluster_stops_head_by_pid(llmctl_home, monkeypatch):
     """`llmctl down --cluster` stops a head llmctl started: every process of
     its session is gone, the state file and the private temp dir removed.
     The Hugging Face token of the shell that started it reaches no Ray
-    process's environment: they read it from the head's in-memory token file."""
+    process's environment, and the head holds none until an app needs it
+    (a Hub model): then `up`'s hand-over puts it in the head's in-memory
+    token file, which the Ray processes read (HF_TOKEN_PATH)."""
+    import os
     import subprocess
     import sys
 
@@ -357,8 +360,15 @@ def test_down_cluster_stops_head_by_pid(llmctl_home, monkeypatch):
         totals = [n["raylet"]["resourcesTotal"] for n in nodes["data"]["summary"]]
         assert totals and all("GPU" not in t and t["CPU"] == 1 for t in totals), totals  # Ray found none on this CPU box
         link = Path(state.temp_dir, "hf-token")
-        assert link.is_symlink() and link.read_text() == token and token not in json.dumps(state.to_json())
-        assert tokens.read(state.pid, state.token_fd) == token
+        assert link.is_symlink() and link.read_text() == "" and tokens.read(state.pid, state.token_fd) == ""
+        local = {"applications": [{"name": "a", "args": {"llm_configs": [
+            {"model_loading_config": {"model_id": "m", "model_source": "/models/local-copy"}}]}}]}
+        assert tokens.hand_over(local, state.pid, state.token_fd, os.environ) == ([], [], "")  # no app needs it
+        assert link.read_text() == ""
+        hub = {"applications": [{"name": "a", "args": {"llm_configs": [
+            {"model_loading_config": {"model_id": "m", "model_source": "meta-llama/Llama-3.1-8B-Instruct"}}]}}]}
+        msgs, _, value = tokens.hand_over(hub, state.pid, state.token_fd, os.environ)
+        assert value == token and msgs and link.read_text() == token and token not in json.dumps(state.to_json())
         checked = set()
         for pid in pids:
             try:

@@ -373,7 +373,7 @@ def _start(*, num_cpus: int | None = None, num_gpus: int | None = None, resource
         ray_token = raytoken.new_token()
         ray_token_file = raytoken.write_token_file(raytoken.token_path(), ray_token)
         env = raytoken.head_environ(tokens.head_environ(_ray_env(), temp_dir), ray_token_file)
-        token_fd = tokens.new_token_fd(tokens.user_token())
+        token_fd = tokens.new_token_fd()  # empty: up hands the token over when an app needs it (tokens.hand_over)
         try:
             with open(log_file, "ab") as log:
                 proc = subprocess.Popen(
