@@ -18,6 +18,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
@@ -373,6 +374,8 @@ def test_up_model_path_missing_fails_with_replica_reason(tiny_app, cluster_home,
     llm = cpu_llm("missing", "missing-models/tiny-llama")
     llm["deployment_config"]["max_constructor_retry_count"] = 1  # fail after one attempt, not three
     serve = write_app(tmp_path / "b", "bad_app", "/bad", llm)
+    # a cluster-wide option with it: `down bad_app` below must keep it for llm_app
+    serve.write_text(yaml.safe_dump({"target_capacity": 100, **yaml.safe_load(serve.read_text())}, sort_keys=False))
     r = llmctl("up", serve, "--timeout", "400")
     assert r.code == 1, (r.out, r.err)
     assert "bad_app" in r.err and "DEPLOY_FAILED" in r.err
@@ -386,9 +389,13 @@ def test_up_model_path_missing_fails_with_replica_reason(tiny_app, cluster_home,
     states = {a["name"]: a["status"] for a in st["applications"]}
     assert states == {"llm_app": "RUNNING", "bad_app": "DEPLOY_FAILED"}
     assert llmctl("status").code == 1
+    target = lambda: httpx.get(f"{cluster_home.dashboard_url}/api/serve/applications/", timeout=60,  # noqa: E731
+                               headers=cluster_home.headers).json()["target_capacity"]
+    assert target() == 100
     r = llmctl("down", "bad_app")
     assert r.code == 0, r.err
     assert "deleted bad_app" in r.out
+    assert target() == 100  # the remaining app keeps the cluster's target capacity (not Serve's default, null)
 
 
 def test_readme_python_api_up_status_down(tiny_app, cluster_home, tmp_path, monkeypatch, capsys):

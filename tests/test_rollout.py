@@ -415,3 +415,40 @@ def test_the_plan_shows_no_token():
     assert secret in json.dumps(p.to_json())  # the raw plan has it …
     p = update.scrub_plan(p, [secret])
     assert secret not in json.dumps(p.to_json()) and secret not in "\n".join(p.lines()) and "***" in "\n".join(p.lines())
+
+
+def test_cluster_wide_options_come_from_the_file_else_the_cluster_else_what_llmctl_sent():
+    """One rule for the cluster-wide part of every PUT (up, the failed-app
+    replacement, down APP): the file's value (an explicit null too), else
+    what Serve's GET shows in effect, else what llmctl last sent (the options
+    GET does not show); a PUT without them resets the other apps."""
+    current = {"target_capacity": 50.0, "proxy_location": "EveryNode",
+               "http_options": {"host": "0.0.0.0", "port": 8000, "request_timeout_s": None}, "applications": {}}
+    recorded = {"logging_config": {"log_level": "DEBUG"}, "controller_options": None}
+    out = update.cluster_wide(current, {}, recorded)
+    assert out == {"target_capacity": 50.0, "proxy_location": "EveryNode", "http_options": {"host": "0.0.0.0", "port": 8000},
+                   "logging_config": {"log_level": "DEBUG"}}
+    given = {"target_capacity": None, "logging_config": {"log_level": "INFO"}, "http_options": {"port": 9000},
+             "applications": [app()]}
+    out = update.cluster_wide(current, given, recorded)
+    assert out["target_capacity"] is None and out["logging_config"] == {"log_level": "INFO"}
+    assert out["http_options"] == {"port": 9000} and "applications" not in out
+    assert update.cluster_wide({"applications": {}}, {}, {}) == {}
+
+
+def test_recorded_globals_round_trip_and_make_an_unchanged_put(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLMCTL_HOME", str(tmp_path))
+    payload = {"logging_config": {"log_level": "DEBUG"}, "applications": [app()]}
+    update.record_globals("local", payload)
+    f = update.history_dir("local") / "serve-globals.json"
+    assert stat.S_IMODE(f.stat().st_mode) == 0o600
+    rec = update.recorded_globals("local")
+    assert rec["logging_config"] == {"log_level": "DEBUG"}
+    a = rollout.canonical(app(), update._llm_defaults())
+    current = {"applications": {"a": {"status": "RUNNING", "deployed_app_config": a}}}
+    same = {"logging_config": {"log_level": "DEBUG"}, "applications": [a]}
+    p = rollout.plan({"applications": {"a": {"deployed_app_config": a}}}, same, ["a"])
+    assert update.unchanged(p, same, current, ["a"], rec)  # what llmctl last sent: nothing to send
+    other = {**same, "logging_config": {"log_level": "INFO"}}
+    assert not update.unchanged(p, other, current, ["a"], rec)
+    assert not update.unchanged(p, same, current, ["a"], {})  # never sent: GET cannot tell, so send

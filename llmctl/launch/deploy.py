@@ -65,9 +65,11 @@ def is_loopback(host: str | None) -> bool:
 
 
 def compose(prepared: Prepared, current: dict, local: _cluster.ClusterState | None, *,
-            dashboard_url: str | None = None, http_host: str | None = None) -> dict:
+            dashboard_url: str | None = None, http_host: str | None = None, recorded: dict | None = None) -> dict:
     """The full serve config to PUT: the apps already running (minus those
-    being replaced) plus the new ones, and the global options.
+    being replaced) plus the new ones, and the cluster-wide options
+    (:func:`llmctl.launch.update.cluster_wide`: the file's, else the
+    cluster's, else what llmctl last sent there, ``recorded``).
 
     Where Serve listens belongs to the target: the local head llmctl started
     always binds 127.0.0.1 (its own port); a cluster reached at a non-loopback
@@ -87,8 +89,9 @@ def compose(prepared: Prepared, current: dict, local: _cluster.ClusterState | No
                 f"application {a.get('name')!r} wants route_prefix {rp!r}, which application {routes[rp]!r} "
                 f"already serves; change route_prefix (or the app name to replace it), or `llmctl down {routes[rp]}` first"
             )
-    payload = {k: v for k, v in prepared.config.items() if k != "applications"}
-    http = dict(payload.get("http_options") or {})
+    given = {k: v for k, v in prepared.config.items() if k != "applications"}
+    payload = _update.cluster_wide(current, given, recorded or {})
+    http = dict(given.get("http_options") or {})
     cur_http = {k: v for k, v in (current.get("http_options") or {}).items() if k in _HTTP_KEYS and v is not None}
     if local is not None:
         http.update({"host": "127.0.0.1", "port": local.serve_http_port})
@@ -111,8 +114,6 @@ def compose(prepared: Prepared, current: dict, local: _cluster.ClusterState | No
                 "`gen-config --http-host 0.0.0.0`", param="http_host")
     if http:
         payload["http_options"] = http
-    if "proxy_location" not in payload and current.get("proxy_location"):
-        payload["proxy_location"] = current["proxy_location"]
     payload["applications"] = keep + list(new_apps)
     return payload
 
@@ -268,7 +269,10 @@ def _deploy_steps(prepared: Prepared, client: ServeClient, target: _address.Targ
     last_deployed_time_s}) and when the PUT returned (or was found needless:
     :func:`update.unchanged`); None for a dry run."""
     current = client.status()
-    payload = compose(prepared, current, target.local, dashboard_url=target.dashboard_url, http_host=http_host)
+    key = _update.history_key(target, client)
+    recorded = _update.recorded_globals(key)
+    payload = compose(prepared, current, target.local, dashboard_url=target.dashboard_url, http_host=http_host,
+                      recorded=recorded)
     payload, the_plan = _update.lift_and_plan(current, payload, prepared.app_names)
     yield PlanReady(_update.scrub_plan(the_plan, prepared.secrets + secret_values(current)))
     problem = _update.surge_check(the_plan, client)
@@ -288,7 +292,7 @@ def _deploy_steps(prepared: Prepared, client: ServeClient, target: _address.Targ
         if a.get("name") in prepared.app_names and a.get("name") in before
         and before[a.get("name")].get("deployed_app_config") != a
     }
-    if _update.unchanged(the_plan, payload, current, prepared.app_names):
+    if _update.unchanged(the_plan, payload, current, prepared.app_names, recorded):
         t_deploy = time.monotonic()
         yield Step(f"{target.dashboard_url} already has this config: nothing sent")
     else:
@@ -298,7 +302,8 @@ def _deploy_steps(prepared: Prepared, client: ServeClient, target: _address.Targ
             raise DeployFailed(scrub(e.template, prepared.secrets)) from None
         t_deploy = time.monotonic()
         yield Step(f"deployed to {target.dashboard_url}")
-    _update.record(_update.history_key(target, client), [a for a in payload["applications"] if a.get("name") in prepared.app_names],
+        _update.record_globals(key, payload)
+    _update.record(key, [a for a in payload["applications"] if a.get("name") in prepared.app_names],
                    str(prepared.source), prepared.token_refs())
     return stale, t_deploy
 

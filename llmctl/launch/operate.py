@@ -180,13 +180,11 @@ def _down(client: ServeClient, target: _address.Target, app: str | None, stop_cl
                 client.delete_all()
                 removed = present
         else:
+            from llmctl.launch import update as _update
+
             rest = [c for c in deployed_configs(st) if c.get("name") != app]
-            payload = {"applications": rest}
-            cur_http = {k: v for k, v in (st.get("http_options") or {}).items() if k in ("host", "port") and v is not None}
-            if cur_http:
-                payload["http_options"] = cur_http
-            if st.get("proxy_location"):
-                payload["proxy_location"] = st["proxy_location"]
+            key = _update.history_key(target, client)
+            payload = {**_update.cluster_wide(st, {}, _update.recorded_globals(key)), "applications": rest}
             client.deploy(payload)
             removed = [app]
         if removed:

@@ -117,7 +117,51 @@ def remove_failed_same(client, payload: dict, current: dict, names: list[str]):
 
 # The serve config's global options a PUT applies to a running Serve (http_options,
 # grpc_options and proxy_location are fixed once Serve started: ray.serve.schema).
+# Serve's GET does not show them: llmctl keeps what it last sent (record_globals).
 _APPLIED_GLOBALS = ("controller_options", "logging_config", "tracing_config")
+# Cluster-wide options Serve's GET shows as they are in effect.
+_SHOWN_GLOBALS = ("target_capacity", "proxy_location")
+_GLOBALS_FILE = "serve-globals.json"
+
+
+def cluster_wide(current: dict, given: dict, recorded: dict) -> dict:
+    """The cluster-wide part of a PUT, the one rule for every PUT llmctl sends
+    (``up``, the failed-app replacement, ``down APP``): each option the file
+    gives (``given``: a serve config's keys other than ``applications``, an
+    explicit null included); else what the cluster runs with
+    (``target_capacity``, ``proxy_location``, where Serve listens: Serve's GET,
+    ``current``); else what llmctl last sent there (``recorded``: the options
+    a GET does not show). A PUT without them would put the other apps back
+    to 100 % target capacity and default logging."""
+    out = {k: v for k, v in given.items() if k != "applications"}
+    for k in _SHOWN_GLOBALS:
+        if k not in out and current.get(k) is not None:
+            out[k] = current[k]
+    if "http_options" not in out:
+        cur_http = {k: v for k, v in (current.get("http_options") or {}).items() if k in ("host", "port") and v is not None}
+        if cur_http:
+            out["http_options"] = cur_http
+    for k in _APPLIED_GLOBALS:
+        if k not in out and recorded.get(k) is not None:
+            out[k] = recorded[k]
+    return out
+
+
+def record_globals(cluster: str, payload: dict) -> None:
+    """Keep the options a PUT applied that Serve's GET does not show (0600)."""
+    from llmctl.paths import write_atomic
+
+    d = history_dir(cluster)
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_atomic(d / _GLOBALS_FILE, json.dumps({k: payload.get(k) for k in _APPLIED_GLOBALS}, sort_keys=True), mode=0o600)
+
+
+def recorded_globals(cluster: str) -> dict:
+    try:
+        data = json.loads((history_dir(cluster) / _GLOBALS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 # The app states in which the deployed config is the one Serve goes on with: not
@@ -126,14 +170,15 @@ _APPLIED_GLOBALS = ("controller_options", "logging_config", "tracing_config")
 _KEPT_STATES = ("RUNNING", "DEPLOYING")
 
 
-def unchanged(p: _rollout.Plan, payload: dict, current: dict, names: list[str]) -> bool:
+def unchanged(p: _rollout.Plan, payload: dict, current: dict, names: list[str], recorded: dict | None = None) -> bool:
     """Whether PUTting ``payload`` would change nothing, so `up` can leave the
     cluster alone: the plan is empty, each of the file's apps is deployed with
     this very config and is RUNNING or DEPLOYING, and no global option a PUT
-    applies is set or changed. A PUT of the same config while Serve still
-    builds the app would restart that build ("Existing config deployment
-    request terminated")."""
-    if not p.empty or any(payload.get(k) is not None for k in _APPLIED_GLOBALS):
+    applies differs from what llmctl last sent (``recorded``: Serve's GET does
+    not show them). A PUT of the same config while Serve still builds the app
+    would restart that build ("Existing config deployment request terminated")."""
+    recorded = recorded or {}
+    if not p.empty or any(payload.get(k) is not None and payload.get(k) != recorded.get(k) for k in _APPLIED_GLOBALS):
         return False
     if payload.get("target_capacity") != current.get("target_capacity"):
         return False
