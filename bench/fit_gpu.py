@@ -27,9 +27,10 @@ from llmctl.perf.measured import HARNESS_ROUNDS, evaluate, held_out, load_series
 from llmctl.perf.roofline import Efficiency  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "gpu_serving_measurements.yaml"
-FIELDS = ("mem", "moe_mem", "gemm_fp8", "gemm_fp4", "gemm_bf16", "moe_fp8", "moe_mxfp4", "moe_nvfp4", "attn",
+FIELDS_ALL = ("mem", "moe_mem", "gemm_fp8", "gemm_fp4", "gemm_bf16", "moe_fp8", "moe_mxfp4", "moe_nvfp4", "attn",
           "compute_half_tokens", "layer_s", "moe_layer_s", "ar_s", "step_s", "seq_s", "request_s", "ttft_steps",
           "api_token_s")
+FIELDS = FIELDS_ALL
 CAPS = {"mem": 0.95, "moe_mem": 0.95, "gemm_fp8": 0.95, "gemm_fp4": 0.95, "gemm_bf16": 0.95, "moe_fp8": 0.95,
         "moe_mxfp4": 0.95, "moe_nvfp4": 0.95, "attn": 0.95}
 CLIP = math.log(2.0)
@@ -50,6 +51,7 @@ def loss(series, eff: Efficiency, rounds: float = HARNESS_ROUNDS) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--fields", default=",".join(FIELDS_ALL), help="the fields to fit, comma-separated (default: all)")
     ap.add_argument("--harness-rounds", type=float, default=HARNESS_ROUNDS, help="requests per client in a measured run")
     args = ap.parse_args()
     train = [s for s in load_series(DATA) if not held_out(s["id"])]
@@ -59,7 +61,7 @@ def main() -> int:
     for rnd in range(args.rounds):
         steps = (0.6, 0.8, 1.25, 1.6) if rnd < 2 else (0.9, 1.1)
         improved = False
-        for f in FIELDS:
+        for f in args.fields.split(","):
             v0 = getattr(eff, f)
             cands = [v0 * k for k in steps] if v0 else [1e-6, 5e-6, 2e-5]
             for v in cands:

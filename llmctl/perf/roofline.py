@@ -135,7 +135,7 @@ class Efficiency:
 
     mem: float = 0.95  # of peak HBM bandwidth: dense weights and KV reads
     compute: float = 0.35  # of dense peak FLOP/s, for a weight format with no fitted kernel (and a CPU profile)
-    gemm_bf16: float = 0.2565  # dense GEMMs on the 16-bit tensor cores (prefill-sized)
+    gemm_bf16: float = 0.61072  # dense GEMMs on the 16-bit tensor cores: gemm_fp8's share of the peak (the calibration data has no 16-bit dense model; the fit's 0.205 came from gpt-oss's attention projections and lm_head alone)
     gemm_fp8: float = 0.61072  # dense fp8 GEMMs (CUTLASS / FlashInfer fp8)
     gemm_fp4: float = 0.329472  # dense NVFP4 GEMMs (CUTLASS / FlashInfer fp4)
     moe_fp8: float = 0.297264  # fused-MoE fp8 block-scaled kernels (Triton / DeepGEMM / CUTLASS): of the roofline
@@ -152,8 +152,8 @@ class Efficiency:
     token_s: float = 0.0  # per prompt token in a step (the CPU side of prefill)
     api_token_s: float = 0.0  # the API server's work per streamed output token: a parallel stage (TPOT >= B × it)
     frontend_s: float = 0.02  # per request, serial in the API server: a queue (steady.frontend_wait); set on perf_published.yaml gps-h100-qwen3-14b-128 (44 req/s at 128 in / 4 out), never binding on the calibration series (<= 16 req/s)
-    request_s: float = 0.02268  # per request before its first step (HTTP, tokenizing)
-    ttft_steps: float = 3.63  # steps a new request spends before its prefill: half the running one, plus its own
+    request_s: float = 0.0081648  # per request before its first step (HTTP, tokenizing)
+    ttft_steps: float = 4.5375  # decode steps a new request spends before its prefill: the running one, and in a closed loop of equal requests the prefills of those that finished just before it
     ttft_p95_ratio: float = 1.6  # p95 / mean of TTFT
     itl_p95_ratio: float = 1.15  # p95 / mean of the per-request inter-token latency
     compute_half_tokens: float = 128.0  # GEMM rows (tokens; per expert for a fused MoE) at which a GEMM reaches half its kind's efficiency: small-M tiles run part-empty (0: no such loss)
