@@ -136,6 +136,7 @@ def generate(
     model: Union[str, Sequence[str]],
     *,
     gpu: PerModel = None,
+    gpus_per_node: PerModel = None,
     tp: PerModel = None,
     pp: PerModel = None,
     max_model_len: PerModel = None,
@@ -183,7 +184,8 @@ def generate(
     directories, s3:// / gs:// URIs). Per-model options take one value for
     every model or a list with one value per model. What is not given is
     chosen so the configuration fits (see :func:`llmctl.sizing.choose`);
-    ``gpu`` is required for every model.
+    ``gpu`` is required for every model; ``gpus_per_node`` (``8`` or ``H100=8``) sets the node size of
+    the TP x PP layout (default: the GPU type's usual node).
 
     Returns a :class:`Generated` (spec, documents, diagnostics, and the paths
     written when ``write_files``). Raises :class:`~llmctl.errors.LlmctlError`
@@ -194,7 +196,8 @@ def generate(
     the KubeRay RayService (``Generated.manifest``).
     """
     flags = Flags(
-        models=_listed(model), model_ids=_listed(model_id), gpus=_listed(gpu), tps=_listed(tp), pps=_listed(pp),
+        models=_listed(model), model_ids=_listed(model_id), gpus=_listed(gpu), gpus_per_node=_listed(gpus_per_node),
+        tps=_listed(tp), pps=_listed(pp),
         min_replicas=_listed(min_replicas), max_replicas=_listed(max_replicas), max_model_lens=_listed(max_model_len),
         lora_paths=_listed(lora_path), max_lora_adapters=_listed(max_lora_adapters), max_lora_ranks=_listed(max_lora_rank),
         max_loras=_listed(max_loras), max_cpu_loras=_listed(max_cpu_loras), lora_envs=_listed(lora_env),

@@ -232,6 +232,37 @@ def get_gpu(name: str, *, flag: str = "--gpu") -> GPUType:
     raise UsageError(f"{flag}: unknown GPU type '{name}'; choose one of: {', '.join(GPUS)}")
 
 
+MAX_GPUS_PER_NODE = 64
+
+
+def parse_gpus_per_node(items: list[str], *, flag: str = "--gpus-per-node") -> tuple[Optional[int], dict[str, int]]:
+    """``N`` (every GPU type) or ``TYPE=N`` items: (the default, {Ray accelerator type: N}).
+    The one reader of a node size given by the user (plan, gen-config, kuberay)."""
+    default, per_type = None, {}
+    for item in items:
+        t, sep, n = str(item).rpartition("=")
+        try:
+            value = int(n)
+        except ValueError:
+            value = 0
+        if value < 1 or value > MAX_GPUS_PER_NODE:
+            raise UsageError(f"{flag}: '{item}' must be a whole number of GPUs per node (1-{MAX_GPUS_PER_NODE}), or TYPE=N")
+        if sep:
+            per_type[get_gpu(t, flag=flag).ray_type or t] = value
+        else:
+            default = value
+    return default, per_type
+
+
+def with_node_size(gpu: GPUType, items: list[str], *, flag: str = "--gpus-per-node") -> GPUType:
+    """``gpu`` with the node size the user gave for it (:func:`parse_gpus_per_node`), else its usual one."""
+    import dataclasses
+
+    default, per_type = parse_gpus_per_node(items, flag=flag)
+    n = per_type.get(gpu.ray_type or gpu.name, default)
+    return gpu if n is None or gpu.is_cpu else dataclasses.replace(gpu, gpus_per_node=n)
+
+
 def by_ray_type(ray_type: str) -> Optional[GPUType]:
     """The offered GPU type of a Ray accelerator_type ("A100": the 80 GB one)."""
     for g in GPUS.values():

@@ -14,7 +14,7 @@ from typing import Any, Optional, Union
 from llmctl import sizing, spec
 from llmctl.catalog import ModelProfile, resolve_model
 from llmctl.errors import UsageError, param, template_of
-from llmctl.hardware import GPUS, GPUType
+from llmctl.hardware import GPUS, GPUType, with_node_size
 
 
 def parse_flag(name: str, parse, value):
@@ -90,8 +90,13 @@ def plan(
     enable_expert_parallel: bool = False,
     max_num_seqs: Union[None, int, str] = None,
     max_num_batched_tokens: Union[None, int, str] = None,
+    gpus_per_node: Optional[list[str]] = None,
 ) -> PlanTable:
     """Weights, KV cache, concurrency and a verdict per GPU type and TP size.
+
+    ``gpus_per_node``: the node size (``["4"]`` or ``["H100=8"]``; default: the
+    GPU type's usual node): TP stays within a node and a replica of TP x PP
+    larger than one spans several (``row["nodes"]``).
 
     Without ``tp``, one row per valid TP size on one node, the advised one
     marked (``row["advised"]``, with ``row["reasons"]``); without
@@ -116,7 +121,7 @@ def plan(
             vllm_version = sizing.parse_vllm_version(vllm_version).text
         except sizing.SizingError as e:
             raise UsageError(f"{param('vllm_version')}: {template_of(e)}", param="vllm_version") from None
-    gpus = gpu_types(gpu, gpu_memory)
+    gpus = [with_node_size(g, gpus_per_node or [], flag=param("gpus_per_node")) for g in gpu_types(gpu, gpu_memory)]
     profile = model if isinstance(model, ModelProfile) else parse_flag("model", resolve_model, model)
     arch = profile.architecture
     if arch is None:
@@ -140,7 +145,8 @@ def plan(
         for t in sizes:
             p = sizing.plan_for_gpu(arch, g, tp=t, pp=pp_n, max_model_len=choice.max_model_len, **kw)
             advised = tp_n is None and t == choice.tp and choice.fits
-            table.rows.append({"gpu": g.name, **p.to_dict(), "advised": advised,
+            table.rows.append({"gpu": g.name, **p.to_dict(), "nodes": sizing.nodes_of(g, t, pp_n),
+                               "gpus_per_node": g.gpus_per_node, "advised": advised,
                                "reasons": list(choice.reasons) if advised else []})
     return table
 

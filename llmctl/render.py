@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import yaml
 
-from llmctl import __version__
+from llmctl import __version__, sizing
 from llmctl.errors import LlmctlError, OutputExists, param
 from llmctl.paths import data_dir, file_mode
 from llmctl.spec import (
@@ -70,6 +70,9 @@ def llm_config_dict(spec: ModelSpec) -> dict[str, Any]:
         doc["placement_group_config"] = {"bundles": [{"CPU": 1} for _ in range(spec.tp * spec.pp)]}
     else:
         doc["accelerator_type"] = spec.gpu.ray_type
+        if sizing.nodes_of(spec.gpu, spec.tp, spec.pp) > 1:
+            # one bundle per engine worker, PACK: the pipeline stages go to other nodes (sizing.layout_problem)
+            doc["placement_group_config"] = {"bundle_per_worker": {"GPU": 1}, "strategy": "PACK"}
         if spec.max_model_len is not None:
             engine["max_model_len"] = spec.max_model_len
         if spec.gpu_memory_utilization is not None:
@@ -236,7 +239,8 @@ def render_spec(spec: DeploymentSpec, output_dir: Path, *, now: Optional[datetim
         scaling = m.targets.basis if m.targets is not None and m.target_ongoing_requests == m.targets.target_ongoing_requests \
             else ("target_ongoing_requests and max_ongoing_requests as given" if m.target_ongoing_requests else "")
         text = render_template("llm_config.yaml.j2", data, model_id=m.model_id, path=str(path), profile_note=note,
-                               autoscaling_note=comment_lines(f"Autoscaling: {scaling}." if scaling else ""))
+                               autoscaling_note=comment_lines(f"Autoscaling: {scaling}." if scaling else ""),
+                               nodes=sizing.nodes_of(m.gpu, m.tp, m.pp))
         docs.append(Rendered(path, text, data))
     stamp = (now or datetime.now()).strftime("%Y%m%d_%H%M%S")
     serve_path = out / f"serve_{stamp}.yaml"

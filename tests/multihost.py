@@ -140,16 +140,19 @@ class TwoHosts:
                 pass
         p.wait(timeout=30)
 
-    def start_head(self, num_cpus: int = 2, env: dict | None = None) -> None:
+    def start_head(self, num_cpus: int = 2, env: dict | None = None, num_gpus: int = 0,
+                   resources: dict[str, float] | None = None) -> None:
+        """``num_gpus``: logical GPUs (Ray schedules on the count; there are none here)."""
+        extra = ["--resources", json.dumps(resources)] if resources else []
         self._start("head", ["--head", "--node-ip-address", self.head_ip, "--port", str(self.GCS_PORT),
                              "--dashboard-host", self.head_ip, "--dashboard-port", str(self.DASHBOARD_PORT),
-                             "--num-cpus", str(num_cpus), "--num-gpus", "0"], env,
+                             "--num-cpus", str(num_cpus), "--num-gpus", str(num_gpus), *extra], env,
                     lambda: httpx.get(f"{self.dashboard_url}/api/version", timeout=2, headers=self.headers).status_code == 200,
                     "head dashboard")
 
-    def start_worker(self, resources: dict[str, float], num_cpus: int = 3, env: dict | None = None) -> None:
+    def start_worker(self, resources: dict[str, float], num_cpus: int = 3, env: dict | None = None, num_gpus: int = 0) -> None:
         self._start("worker", ["--address", f"{self.head_ip}:{self.GCS_PORT}", "--node-ip-address", self.worker_ip,
-                               "--num-cpus", str(num_cpus), "--num-gpus", "0", "--resources", json.dumps(resources)], env,
+                               "--num-cpus", str(num_cpus), "--num-gpus", str(num_gpus), "--resources", json.dumps(resources)], env,
                     lambda: len(self.alive_nodes()) == 2, "worker node ALIVE")
 
     def alive_nodes(self) -> list[str]:

@@ -25,7 +25,7 @@ FLAG_CASES = [
     ("tp-not-a-number", ["-m", "qwen3-0.6b", "--gpu", "L4", "--tp", "two"],
      "error: --tp: tensor-parallel size must be an integer, got 'two'"),
     ("tp-over-node", ["-m", "llama-3.1-70b-instruct", "--gpu", "H100", "--tp", "16"],
-     "error: --tp: TP 16 x PP 1 = 16 workers, but one H100 node has at most 8 GPUs"),
+     "error: --tp: TP 16 is more than one H100 node's 8 GPUs: tensor parallelism stays within a node; use TP <= 8 and pipeline_parallel_size for the other nodes"),
     ("tp-on-cpu", ["-m", "qwen3-0.6b", "--gpu", "cpu", "--tp", "2"],
      "error: --tp: TP 2 x PP 1 = 2 workers, but a CPU-only replica runs one engine worker"),
     ("min-over-max", ["-m", "qwen3-0.6b", "--gpu", "L4", "--min-replicas", "3", "--max-replicas", "2"],

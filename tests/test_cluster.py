@@ -496,7 +496,9 @@ def test_two_ups_at_once_start_one_head_and_down_stops_it(tiny_model, tmp_path, 
     """Two `llmctl up` started together against one LLMCTL_HOME (two
     terminals, a CI job beside a user): one starts the head, the other waits
     for the start lock and deploys to that head; both succeed, one head and
-    one token file exist, and `down --cluster` leaves no process behind."""
+    one token file exist, and `down --cluster` leaves no process behind. The
+    history survives the head: after `down --cluster` and `up` (a new port
+    block), `history` still lists the deployment."""
     import subprocess
     import sys
 
@@ -519,6 +521,8 @@ def test_two_ups_at_once_start_one_head_and_down_stops_it(tiny_model, tmp_path, 
         assert len(started) == 1, [e for _, _, e in results]
         assert len(list(llmctl_home.glob("ray-token-*"))) == 1
         session = cluster.session_pids(heads[0].pid)
+        first = llmctl("history", "--json")
+        assert first.code == 0 and len(first.json()["llm_app"]) == 1, first.err
     finally:
         for p in ups:
             p.kill()
@@ -527,3 +531,11 @@ def test_two_ups_at_once_start_one_head_and_down_stops_it(tiny_model, tmp_path, 
     assert not _heads_of(llmctl_home) and not [p for p in session if psutil.pid_exists(p) and
                                                 psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert not list(llmctl_home.glob("ray-token*"))
+    # a new head (a new port block) under the same LLMCTL_HOME keeps the history
+    again = llmctl("up", serve, "--no-wait")
+    try:
+        assert again.code == 0, again.err
+        h = llmctl("history", "--json")
+        assert h.code == 0 and [r["n"] for r in h.json()["llm_app"]] == [1] and h.json()["llm_app"][0]["current"], h.out + h.err
+    finally:
+        assert llmctl("down", "--cluster").code == 0

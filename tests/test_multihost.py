@@ -18,6 +18,7 @@ from helpers import llmctl
 pytestmark = [pytest.mark.cluster, pytest.mark.own_cluster, pytest.mark.engine]
 
 WORKER_RESOURCE = "llmctl_worker_node"
+H100 = "accelerator_type:H100"
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +29,9 @@ def hosts():
             h.create()
         except NoNamespaces as e:
             pytest.skip(f"no network namespaces here: {e}")
-        h.start_head(num_cpus=2)
-        h.start_worker({WORKER_RESOURCE: 1}, num_cpus=3)
+        # each host also declares one logical H100 (Ray schedules on counts): where a multi-node replica goes
+        h.start_head(num_cpus=2, num_gpus=1, resources={H100: 1})
+        h.start_worker({WORKER_RESOURCE: 1, H100: 1}, num_cpus=3, num_gpus=1)
         yield h
     finally:
         h.destroy()
@@ -110,3 +112,60 @@ def test_two_hosts_up_chat_logs_status_down(hosts, tiny_model, tmp_path):
     assert "remote" not in [a["name"] for a in after["applications"]]
     print(f"\ntwo hosts: up --address -> RUNNING in {took:.1f}s; "
           f"nodes {json.dumps({ip: n['proxy'] for ip, n in nodes.items()})}")
+
+
+# Ray's own placement of an LLMConfig's engine workers, run as a Ray job on the cluster's head
+PLACE = """
+import json, sys
+import ray, yaml
+from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+from ray.util.placement_group import placement_group, placement_group_table
+
+engine = LLMConfig(**yaml.safe_load(open(sys.argv[1]))).get_engine_config()
+ray.init()
+pg = placement_group(engine.placement_bundles, strategy=engine.placement_strategy)
+ray.get(pg.ready(), timeout=120)
+ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
+print("PLACED " + json.dumps({"strategy": engine.placement_strategy, "bundles": engine.placement_bundles,
+                              "ips": [ips[n] for _, n in sorted(placement_group_table(pg)["bundles_to_node_id"].items())]}))
+"""
+
+
+def test_a_pipeline_over_two_hosts_is_placed_one_stage_per_host(hosts, config_model, tmp_path):
+    """A replica larger than a node, placed as Ray places it. vLLM's CPU engine
+    cannot run one across hosts: Ray Serve LLM 2.60 gives a CPU-only LLMConfig
+    vLLM's multiprocessing executor (``ray/llm/_internal/serve/engines/vllm/
+    vllm_models.py``: CPUAccelerator -> EXECUTOR_BACKEND_MP), whose workers are
+    processes of the replica's own node, and vLLM's CPU platform has no Ray
+    device key (``CpuPlatform.ray_device_key == ''``; vLLM's Ray executor then
+    raises "current platform cpu does not support ray"). So the layout
+    gen-config writes for GPUs is shown with Ray's own placement-group API: each
+    host declares one logical H100, gen-config writes TP 1 x PP 2 for nodes of
+    one GPU, Ray's LLMConfig turns it into its bundles and strategy, and Ray
+    places the two bundles one per host; llmctl's preflight on the live cluster
+    agrees that it can start."""
+    out = tmp_path / "pp2"
+    r = llmctl("gen-config", "--model", config_model, "--gpu", "H100", "--tp", "1", "--pp", "2", "--gpus-per-node", "1",
+               "--http-host", "0.0.0.0", "--yes", "-o", out)
+    assert r.code == 0, r.err
+    serve = next(out.glob("serve_*.yaml"))
+    mc = next((out / "model_config").glob("*.yaml"))
+    assert yaml.safe_load(mc.read_text())["placement_group_config"] == {"bundle_per_worker": {"GPU": 1}, "strategy": "PACK"}
+    addr = ["--address", hosts.dashboard_url]
+    check = llmctl("check", serve, *addr, "--no-versions", "--json")
+    assert check.code == 0, check.out + check.err
+    script = tmp_path / "place.py"
+    script.write_text(PLACE)
+    job = httpx.post(f"{hosts.dashboard_url}/api/jobs/", timeout=30,
+                     json={"entrypoint": f"python {script} {mc}"}).json()["submission_id"]
+    deadline = time.monotonic() + 300
+    while (status := httpx.get(f"{hosts.dashboard_url}/api/jobs/{job}", timeout=30).json()["status"]) not in (
+            "SUCCEEDED", "FAILED", "STOPPED"):
+        assert time.monotonic() < deadline, status
+        time.sleep(1)
+    logs = httpx.get(f"{hosts.dashboard_url}/api/jobs/{job}/logs", timeout=30).json()["logs"]
+    assert status == "SUCCEEDED", logs[-3000:]
+    placed = json.loads(next(ln for ln in logs.splitlines() if ln.startswith("PLACED "))[len("PLACED "):])
+    assert placed["strategy"] == "PACK" and len(placed["bundles"]) == 2 and all(b["GPU"] == 1 for b in placed["bundles"])
+    assert sorted(placed["ips"]) == sorted([hosts.head_ip, hosts.worker_ip]), placed
+    print(f"\nTP 1 x PP 2 over two hosts: Ray placed the stages on {placed['ips']}")

@@ -82,7 +82,7 @@ def gen_config_cmd(
     from llmctl.prompts import Flags, Session, ask_confirm, collect
 
     flags = Flags(
-        models=model or [], model_ids=model_id or [], gpus=gpu or [], tps=tp or [], pps=pp or [],
+        models=model or [], model_ids=model_id or [], gpus=gpu or [], gpus_per_node=gpus_per_node or [], tps=tp or [], pps=pp or [],
         min_replicas=min_replicas or [], max_replicas=max_replicas or [], max_model_lens=max_model_len or [],
         lora_paths=lora_path or [], max_lora_adapters=max_lora_adapters or [], max_lora_ranks=max_lora_rank or [],
         max_loras=max_loras or [], max_cpu_loras=max_cpu_loras or [], lora_envs=lora_env or [],
@@ -112,8 +112,8 @@ def gen_config_cmd(
         gen, kube_notes = G.with_kuberay(gen, KubeOptions(gpus_per_node=gpus_per_node or [], node_selector=node_selector,
                                                           hf_secret=hf_secret, api_key_secret=api_key_secret, image=image,
                                                           upgrade_strategy=upgrade_strategy))
-    elif hf_secret or api_key_secret or gpus_per_node or image or node_selector != "none" or upgrade_strategy != "NewCluster":
-        raise UsageError("--hf-secret, --api-key-secret, --gpus-per-node, --node-selector, --image and --upgrade-strategy "
+    elif hf_secret or api_key_secret or image or node_selector != "none" or upgrade_strategy != "NewCluster":
+        raise UsageError("--hf-secret, --api-key-secret, --node-selector, --image and --upgrade-strategy "
                          "shape the KubeRay manifest: add --kuberay")
     for m in spec.models:
         problem = G.fit_problem(m)

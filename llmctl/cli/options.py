@@ -71,7 +71,9 @@ Multi = Optional[List[str]]
 # KubeRay manifest options (llmctl kuberay, gen-config --kuberay).
 GpusPerNodeOpt = Annotated[Optional[List[str]], typer.Option(
     "--gpus-per-node", metavar="N|GPU=N",
-    help="GPUs per worker pod (the node size), for every GPU type or one (L4=4); default: the least common multiple of its models' TP x PP.")]
+    help="GPUs per node (a KubeRay worker pod), for every GPU type or one (H100=8): TP stays within a node and a replica of "
+         "TP x PP larger than one spans several. Default: the GPU type's usual node (8 for data-center GPUs); KubeRay pods: "
+         "the models' TP x PP, at most a node.")]
 NodeSelectorOpt = Annotated[str, typer.Option(
     "--node-selector", metavar="STYLE",
     help="Node label that picks the GPU type: gke (cloud.google.com/gke-accelerator), nvidia (nvidia.com/gpu.product, GPU feature discovery) or none.")]

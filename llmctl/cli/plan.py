@@ -16,7 +16,7 @@ from typing_extensions import Annotated
 
 from llmctl.cli.root import app
 from llmctl.cli.console import out, print_json
-from llmctl.cli.options import GpuOpt, JsonOpt, ModelOpt
+from llmctl.cli.options import GpuOpt, GpusPerNodeOpt, JsonOpt, ModelOpt
 from llmctl.errors import UsageError
 
 @app.command("plan")
@@ -44,6 +44,7 @@ def plan_cmd(
     osl: Annotated[int, typer.Option("--osl", metavar="TOKENS", help="With --slo, --concurrency or --rate: output tokens per request.")] = 200,
     price: Annotated[Optional[str], typer.Option("--price", metavar="GPU=USD,...", help="With --slo: USD per GPU-hour, overriding llmctl's dated default table (e.g. L4=0.70,H100=2.99).")] = None,
     profile: Annotated[Optional[list[Path]], typer.Option("--profile", metavar="FILE", help="With --slo: a `bench --sweep -o` file (repeatable: one per replica count) to fit the model's efficiencies to; needed for --gpu cpu.")] = None,
+    gpus_per_node: GpusPerNodeOpt = None,
     json_: JsonOpt = False,
 ) -> None:
     """Estimate weights, KV cache and concurrency per GPU; advise a TP size. With --slo: capacity for a latency goal and its cost."""
@@ -83,7 +84,7 @@ def plan_cmd(
                  gpu_memory_utilization=gpu_memory_utilization, dtype=dtype, kv_cache_dtype=kv_cache_dtype,
                  min_concurrency=min_concurrency, vllm_version=vllm_version, quantization=quantization,
                  enforce_eager=enforce_eager, enable_expert_parallel=enable_expert_parallel, max_num_seqs=max_num_seqs,
-                 max_num_batched_tokens=max_num_batched_tokens)
+                 max_num_batched_tokens=max_num_batched_tokens, gpus_per_node=gpus_per_node)
     if json_:
         print_json(table.to_json())
         return
@@ -98,7 +99,9 @@ def _render(profile, arch, rows: list[dict[str, Any]], params: dict[str, int], e
     if params and params["active"] != params["total"]:
         ptxt += f" ({params['active'] / 1e9:.1f}B active)"
     table = Table(title=f"{profile.id}: {ptxt}, context {arch.context_limit:,}" if arch.context_limit else f"{profile.id}: {ptxt}")
-    cols = (("GPU", "left"), ("TP", "right"), ("PP", "right"), ("max_model_len", "right"), ("weights/GPU", "right"),
+    multi = any(r.get("nodes", 1) > 1 for r in rows)  # a replica spanning nodes: say how many
+    cols = (("GPU", "left"), ("TP", "right"), ("PP", "right"), *((("nodes", "right"),) if multi else ()),
+            ("max_model_len", "right"), ("weights/GPU", "right"),
             ("KV/GPU", "right"), ("KV tokens", "right"), ("max conc.", "right"), ("fits up to", "right"),
             ("verdict", "left"), ("advice", "left"))
     for col, just in cols:
@@ -106,7 +109,8 @@ def _render(profile, arch, rows: list[dict[str, Any]], params: dict[str, int], e
     style = {"fits": "green", "tight": "yellow", "does_not_fit": "red"}
     for r in rows:
         table.add_row(
-            r["gpu"], str(r["tp"]), str(r["pp"]), f"{r['max_model_len']:,}", f"{r['weights_gib_per_gpu']:.1f} GiB",
+            r["gpu"], str(r["tp"]), str(r["pp"]), *((f"{r['nodes']} x {r['gpus_per_node']}",) if multi else ()),
+            f"{r['max_model_len']:,}", f"{r['weights_gib_per_gpu']:.1f} GiB",
             f"{max(r['kv_cache_gib'], 0):.1f} GiB", f"{r['kv_cache_tokens']:,}", f"{r['max_concurrency']:.1f}",
             f"{r['max_model_len_fits']:,}", f"[{style[r['verdict']]}]{r['verdict'].replace('_', ' ')}[/]",
             "← advised" if r["advised"] else "",

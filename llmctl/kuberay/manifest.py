@@ -87,25 +87,6 @@ def _secret(text: Optional[str], flag: str = "--hf-secret", what: str = "the tok
     return name, key
 
 
-def _gpus_per_node(items: list[str]) -> tuple[Optional[int], dict[str, int]]:
-    default, per_type = None, {}
-    for item in items:
-        t, sep, n = item.rpartition("=")
-        try:
-            value = int(n)
-        except ValueError:
-            value = 0
-        if value < 1 or value > 64:
-            raise UsageError(f"--gpus-per-node: '{item}' must be a whole number of GPUs per pod (1-64), or TYPE=N")
-        if sep:
-            from llmctl.hardware import get_gpu
-
-            per_type[get_gpu(t, flag="--gpus-per-node").ray_type or t] = value
-        else:
-            default = value
-    return default, per_type
-
-
 @dataclass
 class _Model:
     loc: str
@@ -155,6 +136,13 @@ def _group_gpus(ms: list[_Model], acc: str, default: Optional[int], per_type: di
     given = per_type.get(acc, default)
     if given is None:
         g = math.lcm(*[m.gpus for m in ms])
+        from llmctl.hardware import by_ray_type
+
+        row = by_ray_type(acc)
+        node = row.gpus_per_node if row is not None and not row.is_cpu else None
+        if node and g > node and all(node % m.tp == 0 and (m.gpus % node == 0 or node % m.gpus == 0) for m in ms):
+            # a replica larger than a node: one pod per node, its pipeline stages over several pods
+            return node, f"one {acc} node; a replica larger than that spans several pods"
         return g, (f"{ms[0].model_id}'s TP x PP" if len(ms) == 1
                    else "the least common multiple of the models' TP x PP")
     for m in ms:
@@ -222,7 +210,9 @@ def build(serve: dict, serve_path: str, opts: KubeOptions) -> Manifest:
 
     if problem := dns1035_problem(name, NAME_MAX):
         raise UsageError(f"--name: '{name}': {problem}")
-    default, per_type = _gpus_per_node(opts.gpus_per_node)
+    from llmctl.hardware import parse_gpus_per_node
+
+    default, per_type = parse_gpus_per_node(opts.gpus_per_node)
     models = _models(serve, serve_path)
     version = ray_version()
     pod_serve, notes = _serve_for_pods(serve, drop_token_refs=secret is not None)

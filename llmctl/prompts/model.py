@@ -10,7 +10,7 @@ from llmctl import sizing
 from llmctl import spec as S
 from llmctl.catalog import ModelProfile, load_catalog, resolve_model
 from llmctl.errors import UsageError
-from llmctl.hardware import GPUS, GPUType
+from llmctl.hardware import GPUS, GPUType, with_node_size
 from llmctl.prompts.engine import ask_engine_args, profile_with_recipes
 from llmctl.prompts.scaling import ask_autoscaling
 from llmctl.prompts.session import CUSTOM, Flags, Session, ask_confirm, ask_select, ask_text, per_model
@@ -266,7 +266,8 @@ def _ask_gpu(session: Session, flags: Flags, pm, profile: ModelProfile) -> GPUTy
             rows.append((f"{g.name:9} {g.nominal:>7}{hint}", g.name))
         return GPUS[ask_select("GPU type:", rows, default=_recommended_gpu(profile))]
 
-    return session.answer(pm(flags.gpus, "--gpu"), flag="--gpu", label="GPU type", parse=S.parse_gpu, ask=ask)
+    gpu = session.answer(pm(flags.gpus, "--gpu"), flag="--gpu", label="GPU type", parse=S.parse_gpu, ask=ask)
+    return with_node_size(gpu, flags.gpus_per_node)  # --gpus-per-node: TP x PP beyond one node spans several
 
 
 def _parse_max_replicas(v: Any, min_r: int) -> int:

@@ -21,6 +21,7 @@ class Flags:
     models: list[str] = field(default_factory=list)
     model_ids: list[str] = field(default_factory=list)
     gpus: list[str] = field(default_factory=list)
+    gpus_per_node: list[str] = field(default_factory=list)  # N or TYPE=N: the node size of the layout (and KubeRay pods)
     tps: list[str] = field(default_factory=list)
     pps: list[str] = field(default_factory=list)
     min_replicas: list[str] = field(default_factory=list)

@@ -33,6 +33,8 @@ from llmctl.sizing.advice import (  # noqa: F401
     default_context,
     plan_for_gpu,
     sizing_options,
+    layout_problem,
+    nodes_of,
     tp_problem_on_node,
     tp_sizes_on_node,
 )

@@ -45,20 +45,45 @@ LEN_ALIGN = 1024
 MIN_CHOSEN_CONTEXT = 2048
 
 
+def nodes_of(gpu: GPUType, tp: int, pp: int = 1) -> int:
+    """Nodes of ``gpu.gpus_per_node`` GPUs one replica of TP x PP spans."""
+    return 1 if gpu.is_cpu else max(1, -(-tp * pp // max(gpu.gpus_per_node, 1)))
+
+
+def layout_problem(gpu: GPUType, tp: int, pp: int = 1) -> Optional[str]:
+    """Why TP x PP cannot be laid out on nodes of this GPU type, or None.
+    vLLM's Ray executor gives a TP group consecutive ranks and Ray Serve LLM's
+    placement group (PACK) fills a node before the next
+    (``vllm/v1/executor/ray_executor.py``: workers sorted by node): TP stays
+    within a node, and the pipeline stages of a replica larger than a node go
+    to other nodes, whole TP groups each, so the node's GPU count must be a
+    multiple of TP."""
+    per_node = gpu.gpus_per_node
+    if gpu.is_cpu:
+        return f"TP {tp} x PP {pp} = {tp * pp} workers, but a CPU-only replica runs one engine worker" if tp * pp > per_node else None
+    if tp > per_node:
+        return (f"TP {tp} is more than one {gpu.name} node's {per_node} GPUs: tensor parallelism stays within a node; "
+                f"use TP <= {per_node} and pipeline_parallel_size for the other nodes")
+    if tp * pp > per_node and per_node % tp:
+        return (f"TP {tp} x PP {pp} spans {nodes_of(gpu, tp, pp)} {gpu.name} nodes of {per_node} GPUs, and {per_node} is not "
+                f"a multiple of TP {tp}: a TP group would straddle two nodes")
+    return None
+
+
 def tp_problem_on_node(arch: Optional[ModelArch], gpu: GPUType, tp: int, pp: int = 1,
                        expert_parallel: bool = False) -> Optional[str]:
-    """Why a TP (× PP) size cannot work for this model on one node of this GPU
-    type, or None: the node's GPU count, then vLLM's model rules (routed
+    """Why a TP (× PP) size cannot work for this model on nodes of this GPU
+    type, or None: the layout on nodes (:func:`layout_problem`: a replica may
+    span nodes by its pipeline stages), then vLLM's model rules (routed
     experts are not split with ``expert_parallel``)."""
     if tp < 1 or pp < 1:
         return "tensor- and pipeline-parallel sizes must be at least 1"
     too_many = workers_problem(tp, pp)
     if too_many:
         return too_many
-    per_node = gpu.gpus_per_node
-    if tp * pp > per_node:
-        where = "a CPU-only replica runs one engine worker" if gpu.is_cpu else f"one {gpu.name} node has at most {per_node} GPUs"
-        return f"TP {tp} x PP {pp} = {tp * pp} workers, but {where}"
+    layout = layout_problem(gpu, tp, pp)
+    if layout:
+        return layout
     if arch is None:
         return None
     problem = model_tp_problem(arch, tp, expert_parallel)
@@ -74,12 +99,16 @@ def tp_problem_on_node(arch: Optional[ModelArch], gpu: GPUType, tp: int, pp: int
 
 
 def tp_sizes_on_node(arch: Optional[ModelArch], gpu: GPUType, pp: int = 1, expert_parallel: bool = False) -> list[int]:
-    """Valid TP sizes for the model within one node (powers of two when the
-    architecture is unknown)."""
-    limit = min(gpu.gpus_per_node, MAX_WORKERS) // max(pp, 1)
-    if arch is None:
-        return [t for t in range(1, limit + 1) if t & (t - 1) == 0]
-    return model_tp_sizes(arch, limit, expert_parallel)
+    """Valid TP sizes for the model at this PP (powers of two when the
+    architecture is unknown): within one node, and with PP > 1 those whose
+    stages lay out on several nodes (:func:`layout_problem`)."""
+    pp = max(pp, 1)
+    if gpu.is_cpu:
+        limit = gpu.gpus_per_node // pp
+    else:
+        limit = min(gpu.gpus_per_node, MAX_WORKERS // pp)
+    cands = [t for t in range(1, limit + 1) if t & (t - 1) == 0] if arch is None else model_tp_sizes(arch, limit, expert_parallel)
+    return [t for t in cands if layout_problem(gpu, t, pp) is None]
 
 
 def plan_for_gpu(

@@ -125,7 +125,9 @@ CODES: dict[str, Code] = {c.code: c for c in [
        "do not divide), or more GPUs than one node has.", "Use a TP size the message lists as valid.",
        _MODEL.format("engine_kwargs: {tensor_parallel_size: 3}")),
     _c("multi-node", "depends", "TP x PP spans more than one node: a note for pipeline stages on other nodes, a warning for "
-       "tensor parallelism across nodes (slow).", "Keep TP within a node; use pipeline_parallel_size across nodes."),
+       "tensor parallelism across nodes or a TP group straddling two (slow), an error when placement strategy STRICT_PACK "
+       "keeps the replica on one node.", "Keep TP within a node (a divisor of its GPU count); use pipeline_parallel_size "
+       "across nodes with strategy PACK."),
     _c("context", "error", "max_model_len beyond the model's context; vLLM refuses it without VLLM_ALLOW_LONG_MAX_MODEL_LEN.",
        "Lower max_model_len.", _MODEL.format("engine_kwargs: {max_model_len: 1000000}")),
     _c("does-not-fit", "error", "The model does not fit the GPU at this TP and context by llmctl's sizing (vLLM would refuse to "

@@ -268,18 +268,24 @@ def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp
         gpu = GPUType("GPU", "GPU", 0.0, "-", 8, "unspecified GPU type")  # TP limit of a common 8-GPU node
     if gpu is not None and not sink.has(("engine_kwargs", "tensor_parallel_size")):
         node = gpu
-        if not gpu.is_cpu and tp * pp > gpu.gpus_per_node and strategy != "STRICT_PACK":
-            # Ray Serve LLM's placement group is PACK unless told otherwise: bundles may span nodes.
-            node = dataclasses.replace(gpu, gpus_per_node=tp * pp)
-            nodes = -(-tp * pp // gpu.gpus_per_node)
-            if tp <= gpu.gpus_per_node:
-                sink.add(("engine_kwargs", "pipeline_parallel_size"),
-                         f"TP {tp} x PP {pp} = {tp * pp} GPUs span at least {nodes} {gpu.name} nodes of {gpu.gpus_per_node}: "
-                         f"placement strategy {strategy} lets the pipeline stages go to other nodes", "note", code="multi-node")
+        if not gpu.is_cpu and tp * pp > gpu.gpus_per_node:
+            if strategy == "STRICT_PACK":
+                sink.add(("placement_group_config", "strategy"),
+                         f"TP {tp} x PP {pp} = {tp * pp} GPUs, but STRICT_PACK keeps a replica on one node and a {gpu.name} "
+                         f"node has {gpu.gpus_per_node}; use PACK to let the pipeline stages go to other nodes", "error",
+                         code="multi-node")
             else:
-                sink.warn(("engine_kwargs", "tensor_parallel_size"),
-                          f"TP {tp} is more than one {gpu.name} node's {gpu.gpus_per_node} GPUs: tensor parallelism across nodes "
-                          "is slow; prefer TP within a node and pipeline_parallel_size across nodes", code="multi-node")
+                # Ray Serve LLM's placement group is PACK unless told otherwise: bundles may span nodes.
+                layout = sizing.layout_problem(gpu, tp, pp)  # the one layout rule gen-config and plan use
+                if layout is None:
+                    sink.add(("engine_kwargs", "pipeline_parallel_size"),
+                             f"TP {tp} x PP {pp} = {tp * pp} GPUs span {sizing.nodes_of(gpu, tp, pp)} {gpu.name} nodes of "
+                             f"{gpu.gpus_per_node}: placement strategy {strategy} lets the pipeline stages go to other nodes",
+                             "note", code="multi-node")
+                else:  # vLLM runs it, over the network between nodes: slow
+                    sink.warn(("engine_kwargs", "tensor_parallel_size"), f"{layout} (vLLM runs it, slowly: the TP group's "
+                              "all-reduces cross the network)", code="multi-node")
+            node = dataclasses.replace(gpu, gpus_per_node=tp * pp)  # the model's own TP rules from here
         problem = tp_problem(arch, tp, pp, node, ek.get("enable_expert_parallel") is True)
         if problem:
             sink.add(("engine_kwargs", "tensor_parallel_size"), problem, code="tp")
