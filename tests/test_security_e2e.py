@@ -123,9 +123,12 @@ def test_check_security_passes_on_the_keyed_app(keyed_app, cluster_home):
     r = llmctl("check", "--security", APP, "--json", env=env)
     assert r.code == 0, r.out + r.err
     rows = _rows(r)
-    routes = {row["target"].split(" ", 1)[1] for row in rows if row["area"] == "endpoint"}
+    (length,) = [row for row in rows if row["area"] == "endpoint" and row["check"] == "API key length"]
+    assert "characters" in length["result"] and not length["finding"], length
+    route_rows = [row for row in rows if row["area"] == "endpoint" and row is not length]
+    routes = {row["target"].split(" ", 1)[1] for row in route_rows}
     assert {"POST /tokenize", "POST /v1/embeddings", "POST /invocations", "GET /v1/models", "GET /openapi.json"} <= routes
-    assert all("no key 401, wrong key 401" in row["result"] for row in rows if row["area"] == "endpoint")
+    assert all("no key 401, wrong key 401" in row["result"] for row in route_rows)
     dash = [row for row in rows if row["area"] == "dashboard"]
     assert dash and all(row["result"].startswith(("HTTP 401", "HTTP 403")) for row in dash)
     leaks = [row for row in rows if row["area"] == "leak"]
