@@ -23,22 +23,24 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from llmctl.perf.measured import evaluate, held_out, load_series  # noqa: E402
+from llmctl.perf.measured import HARNESS_ROUNDS, evaluate, held_out, load_series  # noqa: E402
 from llmctl.perf.roofline import Efficiency  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "gpu_serving_measurements.yaml"
-FIELDS = ("mem", "gemm_fp8", "gemm_fp4", "gemm_bf16", "moe_fp8", "moe_mxfp4", "moe_nvfp4", "attn", "layer_s",
-          "moe_layer_s", "ar_s", "step_s", "seq_s", "request_s", "api_token_s")
-CAPS = {"mem": 0.95, "gemm_fp8": 0.95, "gemm_fp4": 0.95, "gemm_bf16": 0.95, "moe_fp8": 0.95, "moe_mxfp4": 0.95,
-        "moe_nvfp4": 0.95, "attn": 0.95}
+FIELDS_ALL = ("mem", "moe_mem", "gemm_fp8", "gemm_fp4", "gemm_bf16", "moe_fp8", "moe_mxfp4", "moe_nvfp4", "attn",
+          "compute_half_tokens", "layer_s", "moe_layer_s", "ar_s", "step_s", "seq_s", "request_s", "ttft_steps",
+          "api_token_s")
+FIELDS = FIELDS_ALL
+CAPS = {"mem": 0.95, "moe_mem": 0.95, "gemm_fp8": 0.95, "gemm_fp4": 0.95, "gemm_bf16": 0.95, "moe_fp8": 0.95,
+        "moe_mxfp4": 0.95, "moe_nvfp4": 0.95, "attn": 0.95}
 CLIP = math.log(2.0)
 
 
-def loss(series, eff: Efficiency) -> float:
-    pts, _ = evaluate(series, eff, slo=False)
+def loss(series, eff: Efficiency, rounds: float = HARNESS_ROUNDS) -> float:
+    pts, _ = evaluate(series, eff, slo=False, rounds=rounds)
     total = 0.0
     for p in pts:
-        for w, a, b in ((1.0, p.predicted, p.measured), (0.5, p.tpot_pred, p.tpot), (0.25, p.ttft_pred, p.ttft)):
+        for w, a, b in ((1.0, p.predicted, p.measured), (0.5, p.tpot_pred, p.tpot), (0.5, p.ttft_pred, p.ttft)):
             if a > 0 and b > 0 and math.isfinite(a):
                 total += w * min(abs(math.log(a / b)), CLIP) ** 2
             else:
@@ -49,21 +51,23 @@ def loss(series, eff: Efficiency) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--fields", default=",".join(FIELDS_ALL), help="the fields to fit, comma-separated (default: all)")
+    ap.add_argument("--harness-rounds", type=float, default=HARNESS_ROUNDS, help="requests per client in a measured run")
     args = ap.parse_args()
     train = [s for s in load_series(DATA) if not held_out(s["id"])]
     eff = Efficiency()
-    best = loss(train, eff)
+    best = loss(train, eff, args.harness_rounds)
     print(f"start {best:.5f}", flush=True)
     for rnd in range(args.rounds):
-        steps = (0.6, 0.8, 0.9, 1.1, 1.25, 1.6) if rnd < 2 else (0.9, 0.95, 1.05, 1.1)
+        steps = (0.6, 0.8, 1.25, 1.6) if rnd < 2 else (0.9, 1.1)
         improved = False
-        for f in FIELDS:
+        for f in args.fields.split(","):
             v0 = getattr(eff, f)
             cands = [v0 * k for k in steps] if v0 else [1e-6, 5e-6, 2e-5]
             for v in cands:
                 v = min(v, CAPS.get(f, math.inf))
                 e = replace(eff, **{f: v})
-                lv = loss(train, e)
+                lv = loss(train, e, args.harness_rounds)
                 if lv < best - 1e-6:
                     best, eff, improved = lv, e, True
             print(f"round {rnd} {f}={getattr(eff, f):.4g} loss {best:.5f}", flush=True)

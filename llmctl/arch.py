@@ -53,6 +53,8 @@ class MoE(_Strict):
     dense_intermediate_size: Optional[int] = Field(default=None, description="FFN width of the dense layers, when it differs")
     dense_layers: int = Field(default=0, ge=0, description="further layers with a dense MLP (Qwen mlp_only_layers)")
     dense_beside: bool = Field(default=False, description="every MoE layer also has a dense MLP (Gemma 4 enable_moe_block)")
+    gated: bool = Field(default=True, description="experts have gate and up projections (False: Nemotron-H's relu² up / down only)")
+    latent_size: Optional[int] = Field(default=None, description="routed experts work in this latent width (Nemotron-H moe_latent_size)")
 
 
 class MLA(_Strict):
@@ -151,6 +153,8 @@ class ModelArch(_Strict):
     attn_output_gate: bool = Field(default=False, description="gated attention: q_proj also yields a gate (Qwen3-Next, Qwen3.5)")
     compressed: Optional[CompressedAttention] = Field(default=None, description="DeepSeek V4's SWA + compressed caches")
     double_wide_mlp_layers: int = Field(default=0, ge=0, description="last layers whose MLP is twice intermediate_size (Gemma 4 E2B)")
+    cacheless_layers: int = Field(default=0, ge=0, description="layers with neither a KV cache nor a state (Nemotron-H's MLP / MoE blocks)")
+    block_pattern: Optional[str] = Field(default=None, description="Nemotron-H hybrid_override_pattern: one block per layer (M, *, -, E)")
 
     @model_validator(mode="after")
     def _consistent(self) -> "ModelArch":
@@ -163,9 +167,10 @@ class ModelArch(_Strict):
             raise ValueError("head_dim is not given and hidden_size is not a multiple of num_attention_heads")
         if self.sliding_window_layers and self.sliding_window is None:
             raise ValueError("sliding_window_layers > 0 needs sliding_window")
-        kinds = self.sliding_window_layers + self.linear_attention_layers + self.chunked_attention_layers
+        kinds = self.sliding_window_layers + self.linear_attention_layers + self.chunked_attention_layers + self.cacheless_layers
         if kinds > self.num_hidden_layers:
-            raise ValueError("sliding_window_layers + linear_attention_layers + chunked_attention_layers exceed num_hidden_layers")
+            raise ValueError("sliding_window_layers + linear_attention_layers + chunked_attention_layers + cacheless_layers "
+                             "exceed num_hidden_layers")
         if self.kv_shared_sliding_layers > self.sliding_window_layers:
             raise ValueError("kv_shared_sliding_layers exceeds sliding_window_layers")
         if self.kv_shared_full_layers > self.full_attention_layers:
@@ -192,7 +197,8 @@ class ModelArch(_Strict):
     @property
     def full_attention_layers(self) -> int:
         """Layers whose KV cache grows with the context (own cache or shared)."""
-        return self.num_hidden_layers - self.sliding_window_layers - self.linear_attention_layers - self.chunked_attention_layers
+        return (self.num_hidden_layers - self.sliding_window_layers - self.linear_attention_layers
+                - self.chunked_attention_layers - self.cacheless_layers)
 
     @property
     def context_limit(self) -> Optional[int]:
@@ -260,6 +266,11 @@ def layer_kinds(cfg: dict, n: int) -> list[str]:
     chunked local attention (``attention_chunk_size``; every
     ``no_rope_layers`` 0 is global: transformers Llama4TextConfig); then the
     sliding-window spellings of Gemma 2/3, Qwen2, Mistral and Phi-3."""
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and len(pattern) == n:
+        # vllm/model_executor/models/nemotron_h.py ALL_DECODER_LAYER_TYPES: one block per layer, M a Mamba2
+        # mixer (a state), * attention (a KV cache), - an MLP and E a MoE (neither)
+        return [{"M": "linear", "*": "full"}.get(c, "none") for c in pattern]
     types = cfg.get("layer_types")
     if isinstance(types, list) and len(types) == n:
         return [_kind(t) for t in types]
@@ -301,6 +312,14 @@ def _moe(get, model_type: str, n_layers: int) -> Optional[MoE]:
         layer_step = int(step)
     shared = int(get("n_shared_experts", "num_shared_experts", default=0) or 0)
     dense_inter = None
+    if model_type.startswith("nemotron_h"):
+        # nemotron_h.py NemotronHMoE: relu² experts (up / down), the shared experts one NemotronHMLP of
+        # n_shared_experts × moe_shared_expert_intermediate_size, routed experts over moe_latent_size when set
+        sh = get("moe_shared_expert_intermediate_size")
+        return MoE(num_experts=int(n_exp), num_experts_per_tok=int(get("num_experts_per_tok", default=1)),
+                   moe_intermediate_size=get("moe_intermediate_size"), num_shared_experts=shared,
+                   shared_expert_intermediate_size=int(sh) * max(shared, 1) if sh and shared else None,
+                   gated=False, latent_size=get("moe_latent_size"))
     if model_type.startswith("llama4"):
         # transformers Llama4TextMoe: one shared expert of intermediate_size beside the routed ones;
         # the dense layers have intermediate_size_mlp
@@ -409,8 +428,11 @@ def arch_from_hf_config(cfg: dict) -> ModelArch:
         approx.append(quant.approximate)
     if model_type in ENCODERS:
         approx.append("an encoder (BERT-style) sized as a decoder")
-    if merged.get("hybrid_override_pattern"):
-        approx.append("Nemotron-H's hybrid_override_pattern (Mamba / attention / MLP blocks) not read: sized as a plain decoder")
+    pattern = merged.get("hybrid_override_pattern")
+    if pattern and (not isinstance(pattern, str) or len(pattern) != n_layers or set(pattern) - set("M*-E")):
+        approx.append("Nemotron-H's hybrid_override_pattern does not match num_hidden_layers or has unknown blocks: "
+                      "sized as a plain decoder")
+        pattern = None
     if any(k == "linear" for k in kinds) and _linear_attention(get, model_type, _dtype_bytes) is None:
         approx.append("linear-attention layers whose state size config.json does not give")
     return ModelArch(
@@ -453,6 +475,8 @@ def arch_from_hf_config(cfg: dict) -> ModelArch:
         compressed=compressed,
         # gemma4.py Gemma4DecoderLayer: use_double_wide_mlp doubles the MLP of the KV-shared layers
         double_wide_mlp_layers=shared_n if model_type.startswith("gemma4") and get("use_double_wide_mlp") else 0,
+        cacheless_layers=kinds.count("none"),
+        block_pattern=pattern if isinstance(pattern, str) else None,
     )
 
 

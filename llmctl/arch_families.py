@@ -11,7 +11,7 @@ scripts/build_vllm_registry.py, is what tests/test_sizing_registry.py walks).
 A family is listed when every tensor and cache vLLM builds for it is one the
 converter reads (docs/sizing.md, "Any config.json"); parts it still does not
 read make the plan approximate on their own (a vision tower without a
-formula, Nemotron-H's pattern, an unknown quantization).
+formula, an unknown quantization).
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ MODELLED_ARCHITECTURES = frozenset({
     # MLA, sparse MLA and DeepSeek V4 (deepseek_v2.py, models/deepseek_v32, models/deepseek_v4; GLM-5's DSA)
     "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM",
     "GlmMoeDsaForCausalLM",
-    # hybrids (qwen3_next.py, qwen3_5.py, granitemoehybrid.py, llama4.py's chunked attention)
+    # hybrids (qwen3_next.py, qwen3_5.py, granitemoehybrid.py, nemotron_h.py, llama4.py's chunked attention)
     "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration",
     "Qwen3_5MoeForConditionalGeneration", "GraniteMoeHybridForCausalLM", "Llama4ForConditionalGeneration",
+    "NemotronHForCausalLM",  # nemotron_h.py: hybrid_override_pattern blocks, latent MoE
     "Llama4ForCausalLM",
     # vision-language towers with a formula (llmctl/vision.py)
     "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",

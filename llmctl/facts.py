@@ -43,6 +43,12 @@ FILLS: dict[str, dict[str, tuple[Any, str]]] = {
                                     "DeepseekV4DecoderLayer builds only DeepseekV4MoE), so intermediate_size is unused; "
                                     "moe_intermediate_size stands in"),
     },
+    **{
+        repo: {"intermediate_size": (width, "no key in text_config: every Qwen3.5-MoE layer is a sparse MoE block (vLLM 0.29 "
+                                            "qwen3_5.py Qwen3_5DecoderLayer builds Qwen3NextSparseMoeBlock for model_type "
+                                            "qwen3_5_moe_text), so intermediate_size is unused; moe_intermediate_size stands in")}
+        for repo, width in (("Qwen/Qwen3.5-35B-A3B", 512), ("Qwen/Qwen3.5-122B-A10B", 1024), ("Qwen/Qwen3.5-397B-A17B", 1024))
+    },
     "google/gemma-2-9b-it": {
         "tie_word_embeddings": (True, f"{_TF} Gemma2Config() default tie_word_embeddings=True (key absent from config.json)"),
     },

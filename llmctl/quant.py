@@ -145,6 +145,11 @@ def _compressed_tensors(qc: dict, attention: bool) -> Quant:
     if bits == 8:
         return Quant(method="compressed-tensors", scheme="fp8" if kind == "float" else "int8", lm_head=lm, attention=attention)
     group = w.get("group_size")
+    ignore = qc.get("ignore")
+    # Kimi K2 Thinking / K2.5 INT4 (pack-quantized, group 32): ignore lists re:.*shared_experts.* and
+    # re:.*mlp\.(gate|up|gate_up|down)_proj.* -- every MLP but the routed experts stays bf16
+    # (compressed_tensors.py should_ignore_layer matches those regexes per module)
+    experts_only = _ignored(ignore, "shared_expert") and _ignored(ignore, "mlp\\.(gate", "mlp.gate_proj", "mlp.(gate")
     return Quant(method="compressed-tensors", scheme="int4", bits=bits, group_size=int(group) if group else None,
-                 zero_points=w.get("symmetric") is False, lm_head=lm, attention=attention,
+                 zero_points=w.get("symmetric") is False, lm_head=lm, attention=attention, experts_only=experts_only,
                  approximate=None if group or w.get("strategy") == "channel" else "compressed-tensors group size not given")

@@ -94,6 +94,18 @@ EXPECTED = {
     "qwen3-next-80b-a3b-instruct": ("hermes", None),
     "qwen3-vl-8b-instruct": (None, None),
     "qwen3.5-27b": ("qwen3_coder", "qwen3"),
+    # issue 36 round 2 additions
+    "glm-5": (None, None),  # no vLLM recipe or doc section for GLM-5 was read (the GLM-4.x family rows do not cover it)
+    "glm-5.1-fp8": (None, None),
+    "minimax-m2.7": ("minimax_m2", "minimax_m2_append_think"),  # vllm-project/recipes#330
+    "nvidia-nemotron-3-nano-30b-a3b-bf16": (None, None),  # the recipe quoted names no parser
+    "nvidia-nemotron-3-super-120b-a12b-fp8": (None, None),
+    "qwen3-1.7b": ("hermes", "qwen3"),
+    "qwen3-235b-a22b": ("hermes", "qwen3"),
+    "qwen3-coder-30b-a3b-instruct": ("qwen3_xml", None),  # vLLM's tool-calling docs, Qwen3-Coder section
+    "qwen3.5-122b-a10b": ("qwen3_coder", "qwen3"),
+    "qwen3.5-35b-a3b": ("qwen3_coder", "qwen3"),
+    "qwen3.5-397b-a17b": ("qwen3_coder", "qwen3"),
 }
 
 

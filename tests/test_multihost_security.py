@@ -7,7 +7,12 @@ passes on it."""
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
+import subprocess
+import sys
+import textwrap
 import time
 
 import httpx
@@ -89,6 +94,35 @@ def test_two_hosts_with_ray_token_and_api_key(hosts, tiny_model, tmp_path, monke
     rows = check.json()["rows"]
     assert any(r["area"] == "leak" and "log API" in r["target"] for r in rows)
     assert KEY not in check.out and RAY_TOKEN not in check.out
-    down = llmctl("down", "secure", *addr, env=env)
-    assert down.code == 0, down.err
+    # every other command with the token named by --ray-token-env only (issue 38)
+    logs = llmctl("logs", "secure", *addr, "--lines", "5", env=env)
+    assert logs.code == 0 and "[replica LLMServer:" in logs.out, logs.err
+    bench = llmctl("bench", "secure", *addr, "--requests", "2", "--concurrency", "1", "--max-tokens", "4",
+                   "--api-key-env", "MH_KEY", "--json", env={**env, "MH_KEY": KEY})
+    assert bench.code == 0 and bench.json()["summary"]["done"] == 2, bench.err
+    llm["deployment_config"]["autoscaling_config"]["max_replicas"] = 2  # an in-place change: a second history entry
+    mc.write_text(yaml.safe_dump(llm, sort_keys=False))
+    again = llmctl("up", next(out.glob("serve_*.yaml")), *addr, "--timeout", "600", env=env)
+    assert again.code == 0 and "secure: in place" in again.err, (again.out, again.err)
+    hist = llmctl("history", "secure", *addr, "--json", env=env)
+    assert hist.code == 0 and [r["current"] for r in hist.json()["secure"]] == [False, True], hist.out + hist.err
+    back = llmctl("rollback", "secure", *addr, "--yes", "--timeout", "600", env=env)
+    assert back.code == 0 and "rolling secure back to entry 1" in back.err, (back.out, back.err)
+    # the Python API's counterparts, in a process whose environment has no RAY_AUTH_TOKEN either
+    api = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import json, llmctl
+        kw = dict(address={hosts.dashboard_url!r}, ray_token_env="MH_RAY_TOKEN")
+        st = llmctl.status(**kw)
+        rows = llmctl.history("secure", **kw)["secure"]
+        res = llmctl.bench("secure", requests=2, concurrency=1, max_tokens=4, api_key_env="MH_KEY", **kw)
+        plan = llmctl.rollback("secure", to=2, dry_run=True, **kw)
+        gone = llmctl.down("secure", **kw)
+        print(json.dumps({{"apps": [a.name for a in st.apps], "entries": len(rows), "done": res.done,
+                           "removed": gone.removed}}))
+    """)], env={**os.environ, **env, "MH_KEY": KEY}, capture_output=True, text=True, timeout=600)
+    assert api.returncode == 0, api.stderr[-3000:]
+    assert json.loads(api.stdout.splitlines()[-1]) == {"apps": ["secure"], "entries": 3, "done": 2, "removed": ["secure"]}
+    assert "RAY_AUTH_TOKEN" not in os.environ
+    st = llmctl("status", *addr, "--json", env=env)
+    assert st.code == 0 and st.json()["applications"] == [], st.out + st.err
     print(f"\ntwo hosts with token auth and an API key: up --address -> RUNNING in {took:.1f}s")

@@ -100,25 +100,38 @@ def test_the_environ_scan_finds_writes():
     assert sorted(_environ_writes(ast.parse(src))) == [2, 3, 4, 5, 6]
 
 
-def test_ray_client_lookup_leaves_this_process_environment_alone(monkeypatch):
-    """The dashboard lookup of a ``ray://`` / GCS address gets its token in a
-    child's environment: this process's is the same before and after, also
-    when the lookup fails."""
+def test_ray_client_lookup_keeps_the_token_out_of_this_process_environment():
+    """The dashboard lookup of a ``ray://`` / GCS address gives Ray the token
+    in a child's environment: while it runs, this process's environment (which
+    threads and subprocesses started meanwhile would inherit) never holds it.
+    Something listens but is no Ray, and the child is given 5 s."""
     import os
     import socket
+    import threading
 
     from llmctl.errors import ClusterUnreachable
     from llmctl.launch import address
 
-    monkeypatch.setenv("LLMCTL_TEST_RAY_TOKEN", "a" * 64)
+    token = "t" * 64
+    seen, done = [], threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if token in os.environ.values():
+                seen.append(True)
+            done.wait(0.01)
+
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
-    srv.listen()  # something listens (the fast check passes), but it is no Ray
-    port = srv.getsockname()[1]
+    srv.listen()
     before = dict(os.environ)
+    t = threading.Thread(target=watch)
+    t.start()
     try:
-        with pytest.raises(ClusterUnreachable):
-            address.resolve_target(f"127.0.0.1:{port}", "LLMCTL_TEST_RAY_TOKEN")
+        with pytest.raises(ClusterUnreachable, match="within 5 s"):
+            address._lookup_in_child(f"127.0.0.1:{srv.getsockname()[1]}", token, timeout=5)
     finally:
+        done.set()
+        t.join()
         srv.close()
-    assert dict(os.environ) == before
+    assert not seen and dict(os.environ) == before

@@ -97,22 +97,25 @@ def _failing(slo: SLO, p: Prediction) -> str:
 
 
 def at_load(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, isl: int, osl: int,
-            concurrency: Optional[float] = None, rate: Optional[float] = None) -> Prediction:
+            concurrency: Optional[float] = None, rate: Optional[float] = None, rounds: float = math.inf) -> Prediction:
     """One replica at a load: ``concurrency`` closed-loop clients, or ``rate``
     requests per second (open loop). What plan --concurrency / --rate show and
     what --slo searches over."""
     if rate is not None:
         return predict_rate(shape, dev, eff, engine, rate=rate, isl=isl, osl=osl)
-    return predict(shape, dev, eff, engine, concurrency=float(concurrency or 1), isl=isl, osl=osl)
+    return predict(shape, dev, eff, engine, concurrency=float(concurrency or 1), isl=isl, osl=osl, rounds=rounds)
 
 
 def max_rate(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, slo: SLO, *, isl: int, osl: int,
-             replicas: int = 1, cal: Optional[Calibration] = None) -> tuple[float, float, Optional[Prediction], str]:
-    """(rate of all ``replicas``, concurrency per replica, prediction, bound)."""
+             replicas: int = 1, cal: Optional[Calibration] = None, rounds: float = math.inf
+             ) -> tuple[float, float, Optional[Prediction], str]:
+    """(rate of all ``replicas``, concurrency per replica, prediction, bound);
+    ``rounds``: the closed loop as a benchmark of that many requests per client
+    measures it (llmctl.perf.steady.predict), by default the steady state."""
     e = cal.for_replicas(replicas) if cal is not None else eff
 
     def at(n: float) -> Prediction:
-        return at_load(shape, dev, e, engine, isl=isl, osl=osl, concurrency=n)
+        return at_load(shape, dev, e, engine, isl=isl, osl=osl, concurrency=n, rounds=rounds)
 
     cap, cap_name = capacity_cap(engine, isl, osl)
     lo_n = min(1.0, cap)

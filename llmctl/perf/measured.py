@@ -36,6 +36,11 @@ DEFAULT_VERSION = "0.19.0"
 # in fp8 (rule set on the training series: with a 16-bit cache, Llama-3.1-70B fp8 on one H200 would hold
 # 17 requests of 8192 + 1024 tokens, yet its 32-concurrent point queues nothing: TTFT 3.1 s, 39.8 s at 64)
 KV_DTYPE = {"fp8": "fp8", "fp4": "fp8", "bf16": "auto"}
+# Requests each client sends in one measured run (the file's harness; its clients start together, so the first
+# round is a burst that the run's mean TTFT includes: llmctl.perf.steady.predict). Not recorded in the file:
+# its header guesses `aiperf --num-requests 20N`; AIConfigurator's benchmark template of today
+# (generator/config/backend_templates/benchmark/bench_run.sh.j2) sends 50N after a 2N warm-up.
+HARNESS_ROUNDS = 20.0
 
 
 def held_out(series_id: str) -> bool:
@@ -177,8 +182,8 @@ def measured_slo_rate(points: list[dict[str, Any]], osl: int, ttft_max: float, t
     return None
 
 
-def evaluate(series: list[dict[str, Any]], eff: Optional[Efficiency] = None, *, slo: bool = True
-             ) -> tuple[list[PointResult], list[SloResult]]:
+def evaluate(series: list[dict[str, Any]], eff: Optional[Efficiency] = None, *, slo: bool = True,
+             rounds: float = HARNESS_ROUNDS) -> tuple[list[PointResult], list[SloResult]]:
     """Every point of every series (none left out), and per series and target the SLO rate."""
     from llmctl.perf.capacity import max_rate
     from llmctl.perf.slo import parse_slo
@@ -191,7 +196,8 @@ def evaluate(series: list[dict[str, Any]], eff: Optional[Efficiency] = None, *, 
         tags = tags_of(s, st)
         isl, osl = int(s["isl"]), int(s["osl"])
         for p in s["points"]:
-            pr = predict(st.shape, st.device, eff, st.engine, concurrency=p["concurrency"], isl=isl, osl=osl)
+            pr = predict(st.shape, st.device, eff, st.engine, concurrency=p["concurrency"], isl=isl, osl=osl,
+                         rounds=rounds)
             points.append(PointResult(s["id"], int(p["concurrency"]), float(p["output_tok_s"]), pr.output_tokens_per_s,
                                       p["ttft_ms"] / 1000, pr.ttft_s, p["tpot_ms"] / 1000, pr.itl_s,
                                       {**tags, "range": conc_range(p["concurrency"])}))
@@ -201,7 +207,7 @@ def evaluate(series: list[dict[str, Any]], eff: Optional[Efficiency] = None, *, 
             m = measured_slo_rate(s["points"], osl, ttft_max, tpot_max)
             if m is None:
                 continue
-            r, _, _, _ = max_rate(st.shape, st.device, eff, st.engine, parse_slo(text), isl=isl, osl=osl)
+            r, _, _, _ = max_rate(st.shape, st.device, eff, st.engine, parse_slo(text), isl=isl, osl=osl, rounds=rounds)
             slos.append(SloResult(s["id"], text, m, r, tags))
     return points, slos
 

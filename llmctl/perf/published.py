@@ -5,9 +5,11 @@ the load was offered; :func:`predict_point` gives the output tokens per
 second the roofline predicts for it with the default efficiencies:
 
 - ``concurrency``: the closed-loop steady state at that concurrency;
-- ``burst``: ``requests`` sent at once; the engine runs up to its cap
-  (max_num_seqs, KV capacity) at a time, so the run lasts requests / rate at
-  that concurrency, plus the tail of the longest output (``osl_max``).
+- ``burst``: ``requests`` sent at once, stepped through vLLM's scheduler
+  (llmctl.perf.burst: the prompts queue for the token budget, at most the
+  engine's cap — max_num_seqs, KV capacity — run at a time); the run lasts
+  until the last request's last token, plus, when output lengths vary, the
+  longest output's tail (``osl_max`` − ``osl`` more tokens, decoded alone).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
-from llmctl.perf.roofline import Efficiency, Engine, device_of, shape_of
+from llmctl.perf.burst import simulate
+from llmctl.perf.roofline import Efficiency, Engine, device_of, shape_of, step_time
 from llmctl.perf.steady import predict
 
 EAGER_STEP_S = 0.008  # --enforce-eager: no CUDA graphs, one kernel launch per op per layer (docs/capacity.md)
@@ -72,7 +75,9 @@ def predict_point(p: dict[str, Any], eff: Optional[Efficiency] = None) -> PointR
         n = int(p["requests"])
         cap = min(engine.max_num_seqs, engine.kv_tokens / max(1, isl + osl) if engine.kv_tokens else n)
         pr = predict(shape, dev, eff, engine, concurrency=float(min(n, cap)), isl=isl, osl=osl)
-        seconds = n / pr.rate + max(0, int(p.get("osl_max", osl)) - osl) * pr.itl_s
+        run = simulate(shape, dev, eff, engine, requests=n, isl=isl, osl=osl)
+        alone = step_time(shape, dev, eff, decode=1, prompt_tokens=0, context=isl + osl).seconds
+        seconds = run.makespan_s + max(0, int(p.get("osl_max", osl)) - osl) * alone
         tok_s = n * osl / seconds
     bound = pr.decode_bound if pr.decode_bound == "frontend" or pr.itl_s * osl >= pr.ttft_s else f"{pr.prefill_bound} (prefill)"
     return PointResult(p["id"], gpu.name, p.get("split", "holdout"), float(p["output_tok_s"]), tok_s, bound)

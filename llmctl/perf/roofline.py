@@ -133,29 +133,30 @@ class Efficiency:
     lists each with the data it was set on); a CPU profile
     (llmctl.perf.calibrate) refits the overheads."""
 
-    mem: float = 0.898  # of peak HBM bandwidth: dense weights and KV reads
+    mem: float = 0.95  # of peak HBM bandwidth: dense weights and KV reads
     compute: float = 0.35  # of dense peak FLOP/s, for a weight format with no fitted kernel (and a CPU profile)
-    gemm_bf16: float = 0.475  # dense GEMMs on the 16-bit tensor cores (prefill-sized)
-    gemm_fp8: float = 0.347  # dense fp8 GEMMs (CUTLASS / FlashInfer fp8)
-    gemm_fp4: float = 0.13  # dense NVFP4 GEMMs (CUTLASS / FlashInfer fp4)
-    moe_fp8: float = 0.563  # fused-MoE fp8 block-scaled kernels (Triton / DeepGEMM / CUTLASS): of the roofline
+    gemm_bf16: float = 0.61072  # dense GEMMs on the 16-bit tensor cores: gemm_fp8's share of the peak (the calibration data has no 16-bit dense model; the fit's 0.205 came from gpt-oss's attention projections and lm_head alone)
+    gemm_fp8: float = 0.61072  # dense fp8 GEMMs (CUTLASS / FlashInfer fp8)
+    gemm_fp4: float = 0.329472  # dense NVFP4 GEMMs (CUTLASS / FlashInfer fp4)
+    moe_fp8: float = 0.297264  # fused-MoE fp8 block-scaled kernels (Triton / DeepGEMM / CUTLASS): of the roofline
     moe_mxfp4: float = 0.95  # gpt-oss MXFP4 experts (Marlin on Hopper, FlashInfer TRT-LLM on Blackwell)
-    moe_nvfp4: float = 0.832  # NVFP4 experts (FlashInfer CUTLASS / TRT-LLM)
+    moe_nvfp4: float = 0.329472  # NVFP4 experts (FlashInfer CUTLASS / TRT-LLM)
     moe_bf16: float = 0.45  # unquantized experts (and int8 / int4 ones, not calibrated)
-    attn: float = 0.13  # prefill flash attention of the 16-bit tensor cores
-    layer_s: float = 4.2e-05  # per layer per step whatever its size (kernel floors)
-    moe_layer_s: float = 8.6e-06  # more per MoE layer (router, top-k, permute, two grouped GEMMs)
-    ar_s: float = 1.05e-05  # per TP all-reduce (NVSwitch one-shot / two-shot custom all-reduce)
-    step_s: float = 0.00065  # per engine step (scheduler, input preparation, graph launch)
+    moe_mem: float = 0.95  # of peak HBM bandwidth: the fused-MoE kernels streaming the touched experts' weights
+    attn: float = 0.104  # prefill flash attention of the 16-bit tensor cores
+    layer_s: float = 4.62e-05  # per layer per step whatever its size (kernel floors)
+    moe_layer_s: float = 7.74e-06  # more per MoE layer (router, top-k, permute, two grouped GEMMs)
+    ar_s: float = 1.155e-05  # per TP all-reduce (NVSwitch one-shot / two-shot custom all-reduce)
+    step_s: float = 0.0003159  # per engine step (scheduler, input preparation, graph launch)
     seq_s: float = 2.75e-05  # per running sequence per step, batched (sampling, output processing)
     token_s: float = 0.0  # per prompt token in a step (the CPU side of prefill)
     api_token_s: float = 0.0  # the API server's work per streamed output token: a parallel stage (TPOT >= B × it)
     frontend_s: float = 0.02  # per request, serial in the API server: a queue (steady.frontend_wait); set on perf_published.yaml gps-h100-qwen3-14b-128 (44 req/s at 128 in / 4 out), never binding on the calibration series (<= 16 req/s)
-    request_s: float = 0.028  # per request before its first step (HTTP, tokenizing)
-    ttft_steps: float = 1.5  # steps a new request spends before its prefill: half the running one, plus its own
+    request_s: float = 0.0081648  # per request before its first step (HTTP, tokenizing)
+    ttft_steps: float = 4.5375  # decode steps a new request spends before its prefill: the running one, and in a closed loop of equal requests the prefills of those that finished just before it
     ttft_p95_ratio: float = 1.6  # p95 / mean of TTFT
     itl_p95_ratio: float = 1.15  # p95 / mean of the per-request inter-token latency
-    compute_half_tokens: float = 0.0  # unused (kept for profiles written before; the GEMM kinds replace it)
+    compute_half_tokens: float = 128.0  # GEMM rows (tokens; per expert for a fused MoE) at which a GEMM reaches half its kind's efficiency: small-M tiles run part-empty (0: no such loss)
     source: str = "defaults (docs/capacity.md)"
 
     def to_json(self) -> dict[str, Any]:
@@ -172,10 +173,20 @@ class Efficiency:
     def moe_eff(self, kind: str) -> float:
         return {"fp8": self.moe_fp8, "mxfp4": self.moe_mxfp4, "nvfp4": self.moe_nvfp4}.get(kind, self.moe_bf16)
 
+    def rows(self, m: float) -> float:
+        """The share of a GEMM kind's efficiency reached with ``m`` rows (tokens)."""
+        h = self.compute_half_tokens
+        return m / (m + h) if h > 0 and m > 0 else 1.0
+
 
 # the tensor-core path of each fused-MoE kind: MXFP4 runs W4A16 on Hopper (Marlin) and
 # MXFP4 x MXFP8 on Blackwell (FlashInfer TRT-LLM, vllm fused_moe/oracle/mxfp4.py): the fp8 rate there
 MOE_RATE = {"fp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp8", "bf16": "bf16", "int8": "bf16", "int4": "bf16"}
+
+
+# dense GEMM kinds whose small-row GEMMs lose efficiency (Efficiency.rows); 16-bit ones are not among them:
+# cuBLAS has GEMV-like kernels for a decode batch's few rows
+PADDED_GEMMS = frozenset(("fp8", "fp4"))
 
 
 @dataclass(frozen=True)
@@ -221,13 +232,18 @@ def step_time(shape: ModelShape, dev: Device, eff: Efficiency, *, decode: float,
     # dense GEMMs: the weights once, the FLOPs of every token
     dense_params = max(0.0, shape.params_active - shape.expert_params_active)
     d_mem = shape.dense_bytes / (bw * eff.mem)
-    d_cmp = 2 * dense_params / tp * tokens / (dev.rate(shape.dense_kind) * eff.gemm(shape.dense_kind))
-    # fused MoE: the experts the tokens touch, at the kernel's own efficiency
+    d_rows = eff.rows(tokens) if shape.dense_kind in PADDED_GEMMS else 1.0
+    d_cmp = 2 * dense_params / tp * tokens / (dev.rate(shape.dense_kind) * eff.gemm(shape.dense_kind) * d_rows)
+    # fused MoE: the experts the tokens touch, streamed at moe_mem; the grouped GEMMs at the kernel's own
+    # efficiency, on the rows each touched expert gets (tokens x k / experts touched)
     m_mem = m_cmp = 0.0
     if shape.moe:
         e = eff.moe_eff(shape.moe_kind)
-        m_mem = shape.expert_bytes * shape.touched(tokens) / (bw * e)
-        m_cmp = 2 * shape.expert_params_active / tp * tokens / (dev.rate(MOE_RATE.get(shape.moe_kind, "bf16")) * e)
+        touched = shape.touched(tokens)
+        m_mem = shape.expert_bytes * touched / (bw * eff.moe_mem)
+        per_expert = tokens * shape.experts_per_token / max(shape.experts * touched, 1e-9)
+        m_cmp = 2 * shape.expert_params_active / tp * tokens / (dev.rate(MOE_RATE.get(shape.moe_kind, "bf16")) * e
+                                                                  * eff.rows(per_expert))
     # attention: decode reads each sequence's KV; a prompt chunk's queries see their context (and write their KV)
     a_mem = (decode * context + prompt_tokens) * shape.kv_bytes_per_token / (bw * eff.mem)
     a_cmp = 4 * shape.layers * shape.attn_width / tp * (decode * context + prompt_tokens * pctx) / (dev.flops * eff.attn)

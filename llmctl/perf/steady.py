@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from llmctl.perf.burst import simulate
 from llmctl.perf.roofline import Device, Efficiency, Engine, ModelShape, step_time
 
 MAX_LOAD = 0.97  # utilisation where a queue is taken as saturated
@@ -118,9 +119,23 @@ def frontend_wait(service_s: float, n: float, think_s: float) -> float:
     return (-b + math.sqrt(b * b + 4 * service_s * think_s)) / 2
 
 
+def first_round_wait(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, clients: float, isl: int,
+                     osl: int, ttft: float) -> float:
+    """What the first round of a closed-loop run adds to a request's TTFT
+    beyond the steady state's ``ttft``: the clients start together, so their
+    first requests queue for their prefills (llmctl.perf.burst; those beyond
+    the engine's cap queue in the steady state too)."""
+    cap, _ = capacity_cap(engine, isl, osl)
+    n = max(1, int(round(min(clients, cap))))
+    burst = simulate(shape, dev, eff, engine, requests=n, isl=isl, osl=osl, first_tokens_only=True)
+    return max(0.0, burst.mean_ttft_s - ttft)
+
+
 def predict(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, concurrency: float, isl: int,
-            osl: int) -> Prediction:
-    """Closed loop: ``concurrency`` clients on one replica, steady state."""
+            osl: int, rounds: float = math.inf) -> Prediction:
+    """Closed loop: ``concurrency`` clients on one replica, steady state;
+    with ``rounds`` (requests each client sends in a measured run) the mean
+    over such a run, whose first round starts as one burst."""
     n = max(float(concurrency), 1e-6)
     cap, cap_name = capacity_cap(engine, isl, osl)
     running = min(n, cap)
@@ -143,6 +158,9 @@ def predict(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, 
     wait = frontend_wait(eff.frontend_s, n, run)
     total = max(run + wait, n / rate)
     ttft = total - (osl - 1) * st.tpot
+    if math.isfinite(rounds) and rounds > 0 and dev.known:
+        extra = first_round_wait(shape, dev, eff, engine, clients=n, isl=isl, osl=osl, ttft=ttft) / rounds
+        ttft, total = ttft + extra, total + extra
     return Prediction(
         concurrency=n, rate=n / total, output_tokens_per_s=osl * n / total, ttft_s=ttft,
         ttft_p95_s=ttft * eff.ttft_p95_ratio, itl_s=st.tpot, itl_p95_s=st.tpot * eff.itl_p95_ratio,

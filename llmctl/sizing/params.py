@@ -57,7 +57,7 @@ class _Layer:
     linear_split: int = 0  # linear-attention (Gated DeltaNet / Mamba2) projections and conv: split over TP
     extra_replicated: int = 0  # per-layer extras every rank holds (PLE gates, the V3.2 indexer, AltUp coefficients)
     extra_split: int = 0  # per-layer extras split over TP (Gemma 3n LAuReL)
-    kind: str = "full"  # full | sliding | chunked | linear
+    kind: str = "full"  # full | sliding | chunked | linear | none (Nemotron-H's MLP / MoE blocks)
 
     @property
     def total(self) -> int:
@@ -173,7 +173,37 @@ def _per_layer_extras(arch: ModelArch) -> tuple[int, int]:
     return rep, split
 
 
+def _pattern_layers(arch: ModelArch) -> list[_Layer]:
+    """Nemotron-H (vllm/model_executor/models/nemotron_h.py), one block per layer by hybrid_override_pattern:
+    M a MambaMixer2, * attention (QKVParallelLinear + o_proj), - a NemotronHMLP (up_proj / down_proj, relu², no
+    gate), E a NemotronHMoE (GateLinear router and a
+    float32 e_score_correction_bias, relu² experts of moe_intermediate_size over moe_latent_size or hidden, the
+    shared experts one NemotronHMLP, fc1 / fc2_latent_proj ReplicatedLinear with a latent); one RMSNorm a block."""
+    h, moe = arch.hidden_size, arch.moe
+    out: list[_Layer] = []
+    for c in arch.block_pattern or "":
+        if c == "M":
+            split, rep = _linear_attention(arch)
+            out.append(_Layer(0, 0, rep, 0, 0, 0, 0, h, linear_split=split, kind="linear"))
+        elif c == "*":
+            a = _attention(arch, "full")
+            out.append(_Layer(a[0], a[1], a[2], 0, 0, 0, 0, h, kind="full"))
+        elif c == "-":
+            inter = arch.intermediate_size
+            out.append(_Layer(0, 0, 0, 2 * h * inter, 0, 0, 0, h, kind="none"))
+        elif c == "E" and moe is not None:
+            width = moe.latent_size or h
+            experts = moe.num_experts * 2 * width * (moe.moe_intermediate_size or arch.intermediate_size)
+            shared = 2 * h * (moe.shared_expert_intermediate_size or 0)
+            latent = 2 * h * moe.latent_size if moe.latent_size else 0
+            out.append(_Layer(0, 0, 0, 0, experts, shared, h * moe.num_experts + moe.num_experts, h,
+                              extra_replicated=latent, kind="none"))
+    return out
+
+
 def _layers(arch: ModelArch) -> list[_Layer]:
+    if arch.block_pattern:
+        return _pattern_layers(arch)
     h = arch.hidden_size
     norms = 2 * h
     if arch.model_type.startswith(("gemma2", "gemma3", "gemma4")):
