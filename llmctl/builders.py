@@ -15,7 +15,7 @@ Ray 2.60 has three OpenAI-compatible builders (``ray/serve/llm/__init__.py``):
 
 Every args model is a ``BaseModelExtended`` (``extra="forbid"``): an unknown
 key fails the deploy. The field names below are checked against the
-installed Ray's classes by tests/test_validate_builders.py; importing those
+installed Ray's classes by tests/test_validate_ray.py; importing those
 modules here would import vllm (4 s), so this module never does.
 
 Whether an import path exists is decided without running any code: the

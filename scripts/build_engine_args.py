@@ -3,7 +3,7 @@ nullability, default and CLI flag of every argument).
 
 From published source (the tables llmctl ships, one per vLLM minor):
 
-    python scripts/build_engine_args.py --from-source /work/vllm-src/vllm-0.29.0 [DIR ...] [--check]
+    python scripts/build_engine_args.py --from-source /tmp/vllm-src/vllm-0.29.0 [DIR ...] [--check]
 
 reads each unpacked sdist with ``ast`` (llmctl/engine_args/source.py; nothing
 is imported or installed) and writes llmctl/engine_args/tables/vllm-X.Y.Z.json.

@@ -2,7 +2,7 @@
 names a vLLM release registers, and the chat templates its examples/ ships,
 read from its source with ``ast`` (nothing is imported or run).
 
-    python scripts/build_vllm_parsers.py /work/vllm-src/vllm-0.29.0
+    python scripts/build_vllm_parsers.py /tmp/vllm-src/vllm-0.29.0
 
 SOURCE is an unpacked vLLM sdist (or a checkout): the directory holding
 ``vllm/`` (and ``examples/``, ``PKG-INFO``). Where vLLM registers the names:

@@ -4,7 +4,7 @@
   no test ever reads or writes a real ``~/.llmctl`` or finds a cluster it did
   not ask for.
 - ``ray_head`` (session): a private Ray head started through
-  :mod:`llmctl.cluster` (own free ports, own short temp dir, 127.0.0.1,
+  :mod:`llmctl.launch.cluster` (own free ports, own short temp dir, 127.0.0.1,
   token authentication on with its own token: ``ray_head.headers`` carries
   it for raw dashboard calls), stopped by PID at the end of the session; the
   fixture checks that no process of it is left.
@@ -65,7 +65,7 @@ def llmctl_home(tmp_path_factory, monkeypatch) -> Path:
 @dataclass
 class RayHead:
     home: Path  # LLMCTL_HOME holding its cluster.json
-    state: "object"  # llmctl.cluster.ClusterState
+    state: "object"  # llmctl.launch.cluster.ClusterState
 
     @property
     def dashboard_url(self) -> str:

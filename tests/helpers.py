@@ -73,9 +73,9 @@ def run_subprocess(*args: str, cwd: Path | None = None, env: dict | None = None,
     return Result(p.returncode, p.stdout, p.stderr)
 
 
-def readme_python_blocks(section: str = "Python API") -> list[str]:
-    """The ```python blocks of one section of the README, in order."""
-    text = (REPO / "README.md").read_text(encoding="utf-8").split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+def python_api_blocks() -> list[str]:
+    """The ```python blocks of docs/python-api.md, in order."""
+    text = (REPO / "docs" / "python-api.md").read_text(encoding="utf-8")
     return [part.split("```", 1)[0] for part in text.split("```python\n")[1:]]
 
 

@@ -1,5 +1,5 @@
 """The failure signature table (issue 11) over real log excerpts: one per kind,
-quoted from the published logs collected in shared/reference/vllm_failures.md
+quoted from the published logs collected in docs/vllm_failures.md
 (source named next to each), with their line prefixes; plus a real failure
 of vLLM's CPU build captured on this machine (tests/data)."""
 

@@ -398,20 +398,20 @@ def test_up_model_path_missing_fails_with_replica_reason(tiny_app, cluster_home,
     assert target() == 100  # the remaining app keeps the cluster's target capacity (not Serve's default, null)
 
 
-def test_readme_python_api_up_status_down(tiny_app, cluster_home, tmp_path, monkeypatch, capsys):
-    """The README's launch example, in this process, on the app deployed
+def test_docs_python_api_up_status_down(tiny_app, cluster_home, tmp_path, monkeypatch, capsys):
+    """docs/python-api.md's launch example, in this process, on the app deployed
     above: `up` of the unchanged file returns once it is RUNNING (progress
     through on_event), `status` lists it, `down` removes it."""
     import shutil
 
-    from helpers import readme_python_blocks
+    from helpers import python_api_blocks
 
-    _, block = readme_python_blocks()
+    _, block = python_api_blocks()
     shutil.copy(tiny_app["serve"], tmp_path / "serve.yaml")  # its model config paths are absolute
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("LLMCTL_TEST_TOKEN", SECRET)
     namespace: dict = {}
-    exec(compile(block, "README.md (Python API, launch)", "exec"), namespace)
+    exec(compile(block, "docs/python-api.md (launch)", "exec"), namespace)
     result, gone = namespace["result"], namespace["gone"]
     assert result.running and result.endpoint == f"{cluster_home.http}/v1" and result.model_ids == ["tiny-llama"]
     assert gone.removed == ["llm_app"] and gone.remaining == [] and not gone.cluster_stopped

@@ -1,4 +1,4 @@
-"""The one place output goes (STYLE.md 5): ``out`` for results on stdout,
+"""The one place output goes: ``out`` for results on stdout,
 ``err`` for progress, warnings and errors on stderr. Rich honours NO_COLOR and
 drops styling when the stream is not a terminal."""
 

@@ -24,7 +24,7 @@ def gen_config_cmd(
     pp: Annotated[Multi, typer.Option("--pp", metavar="N", help="Pipeline-parallel size (default 1).")] = None,
     min_replicas: Annotated[Multi, typer.Option("--min-replicas", metavar="N", help="Autoscaling minimum (default 1).")] = None,
     max_replicas: Annotated[Multi, typer.Option("--max-replicas", metavar="N", help="Autoscaling maximum (default: the minimum, at least 1).")] = None,
-    max_model_len: Annotated[Multi, typer.Option("--max-model-len", metavar="TOKENS", help="Context length in tokens (8192 or 8k; default: the model's context capped at 32k, or the most that fits).")] = None,
+    max_model_len: Annotated[Multi, typer.Option("--max-model-len", metavar="TOKENS", help="Context length in tokens: 16384, or 16K = 16,384 (16k = 16,000, as vLLM reads it); default: the model's context capped at 32,768, or the most that fits.")] = None,
     target_ongoing_requests: Annotated[Multi, typer.Option("--target-ongoing-requests", metavar="N", help="Serve adds replicas above this many ongoing requests per replica (default: derived from the sizing plan).")] = None,
     max_ongoing_requests: Annotated[Multi, typer.Option("--max-ongoing-requests", metavar="N", help="At most this many requests on one replica (default: what its KV cache holds).")] = None,
     initial_replicas: Annotated[Multi, typer.Option("--initial-replicas", metavar="N", help="Replicas to start with (default: min replicas).")] = None,

@@ -1,4 +1,4 @@
-"""Options shared by several commands, defined once (STYLE.md 8), with
+"""Options shared by several commands, defined once, with
 readable metavars and shell completion of catalog model ids and GPU types."""
 
 from __future__ import annotations

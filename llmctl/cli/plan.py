@@ -26,7 +26,7 @@ def plan_cmd(
     gpu_memory: Annotated[Optional[float], typer.Option("--gpu-memory", metavar="GIB", help="Memory of one GPU in GiB, as the driver reports it (instead of --gpu).")] = None,
     tp: Annotated[Optional[str], typer.Option("--tp", metavar="N", help="Tensor-parallel size; default: every valid size on one node, the advised one marked.")] = None,
     pp: Annotated[str, typer.Option("--pp", metavar="N", help="Pipeline-parallel size.")] = "1",
-    max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", metavar="TOKENS", help="Context length (8192 or 8k); default: llmctl's choice (the model's context, capped at 32k, or the most that fits).")] = None,
+    max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", metavar="TOKENS", help="Context length in tokens: 16384, or 16K = 16,384 (16k = 16,000, as vLLM reads it); default: llmctl's choice (the model's context, capped at 32,768, or the most that fits).")] = None,
     gpu_memory_utilization: Annotated[Optional[float], typer.Option("--gpu-memory-utilization", metavar="FRACTION", help="vLLM's gpu_memory_utilization (default: that vLLM's, 0.92 from 0.20, 0.9 before).")] = None,
     dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="Weight dtype: auto (checkpoint), bfloat16, float16, float32, fp8, int8, int4/awq/gptq.")] = "auto",
     kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype", metavar="DTYPE", help="KV cache dtype: auto or fp8.")] = "auto",

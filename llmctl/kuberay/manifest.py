@@ -1,7 +1,7 @@
 """A serve config -> one KubeRay RayService manifest (``llmctl kuberay``,
 ``gen-config --kuberay``).
 
-The mapping (sources in ../shared/reference/kuberay/NOTES.md, section 3):
+The mapping (docs/clusters.md, "How a serve config maps to a RayService", with sources):
 every llm_config inlined into ``serveConfigV2`` (pods cannot read local
 files), the proxy on 0.0.0.0:8000, the HF token from an existing Secret
 mounted as a file on head and workers (``HF_TOKEN_PATH``; never a value, never

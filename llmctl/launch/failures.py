@@ -8,8 +8,8 @@ own LLMConfig, when known) into a :class:`Diagnosis`: one-line cause, one-line
 fix in the config's own terms, and — when the fix is mechanical — the
 LLMConfig values to change (``llmctl up --fix`` applies them).
 
-Message texts, their versions and the regexes: shared/reference/
-vllm_failures.md (each signature cites its section; the sources there are
+Message texts, their versions and the regexes: docs/vllm_failures.md (each
+signature cites its section, ``vllm_failures.md §N``; the sources there are
 vLLM 0.32's and Ray 2.60's code and published logs). Pure: no I/O, no ray or
 vllm import.
 """

@@ -2,7 +2,7 @@
 config file, shown as a diff, applied only after confirmation, old file kept
 as ``.bak`` (issue 11).
 
-The diagnosis (``llmctl.failures``) says which LLMConfig values to change, as
+The diagnosis (``llmctl.launch.failures``) says which LLMConfig values to change, as
 dotted paths (``engine_kwargs.max_model_len``). This module finds where that
 LLMConfig lives — a model config file the serve file names, or an inline
 mapping in the serve file — and edits that file's text in place

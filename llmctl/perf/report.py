@@ -4,7 +4,7 @@ run as JSON in the llm-d benchmark report schema v0.2, validated against its
 published JSON Schema (llmctl/perf/schemas/br_v0_2_json_schema.json, from
 llm-d/llm-d-benchmark, Apache-2.0).
 
-The input is a sweep as :func:`llmctl.loadgen.sweep` returns it (a single
+The input is a sweep as :func:`llmctl.loadsweep.sweep` returns it (a single
 run is a one-step sweep).
 """
 

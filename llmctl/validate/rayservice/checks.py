@@ -1,7 +1,7 @@
 """The checks a RayService needs beyond its CRD schema.
 
 The operator's own rules (KubeRay ``utils/validation.go`` and the behaviour
-documented in ../shared/reference/kuberay/NOTES.md): the name (a DNS-1035
+in docs/clusters.md, "How a serve config maps to a RayService"): the name (a DNS-1035
 label of at most 47 characters: kuberay#4045 requeues longer ones forever),
 min ≤ max worker replicas, unique group names, ``rayStartParams`` resource
 keys not mixed with a group's ``resources``, the upgrade strategy, the

@@ -1,7 +1,7 @@
 """What a RayService worker pod gives Ray, and which GPU nodes it selects.
 
 One place for the rules both the manifest generator and the validator use
-(sources in ../shared/reference/kuberay/NOTES.md, section 3):
+(docs/clusters.md, "How a serve config maps to a RayService", with sources):
 
 - GPUs per pod: ``rayStartParams.num-gpus`` if set, else the container
   LIMIT whose key ends in ``gpu`` (KubeRay ``common/pod.go``
