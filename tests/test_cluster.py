@@ -361,11 +361,11 @@ def test_down_cluster_stops_head_by_pid(llmctl_home, monkeypatch):
         assert totals and all("GPU" not in t and t["CPU"] == 1 for t in totals), totals  # Ray found none on this CPU box
         link = Path(state.temp_dir, "hf-token")
         assert link.is_symlink() and link.read_text() == "" and tokens.read(state.pid, state.token_fd) == ""
-        local = {"applications": [{"name": "a", "args": {"llm_configs": [
+        local = {"applications": [{"name": "a", "import_path": "ray.serve.llm:build_openai_app", "args": {"llm_configs": [
             {"model_loading_config": {"model_id": "m", "model_source": "/models/local-copy"}}]}}]}
         assert tokens.hand_over(local, state.pid, state.token_fd, os.environ) == ([], [], "")  # no app needs it
         assert link.read_text() == ""
-        hub = {"applications": [{"name": "a", "args": {"llm_configs": [
+        hub = {"applications": [{"name": "a", "import_path": "ray.serve.llm:build_openai_app", "args": {"llm_configs": [
             {"model_loading_config": {"model_id": "m", "model_source": "meta-llama/Llama-3.1-8B-Instruct"}}]}}]}
         msgs, _, value = tokens.hand_over(hub, state.pid, state.token_fd, os.environ)
         assert value == token and msgs and link.read_text() == token and token not in json.dumps(state.to_json())

@@ -29,9 +29,8 @@ def hosts():
             h.create()
         except NoNamespaces as e:
             pytest.skip(f"no network namespaces here: {e}")
-        # each host also declares one logical H100 (Ray schedules on counts): where a multi-node replica goes
-        h.start_head(num_cpus=2, num_gpus=1, resources={H100: 1})
-        h.start_worker({WORKER_RESOURCE: 1, H100: 1}, num_cpus=3, num_gpus=1)
+        h.start_head(num_cpus=2)
+        h.start_worker({WORKER_RESOURCE: 1}, num_cpus=3)
         yield h
     finally:
         h.destroy()
@@ -131,7 +130,24 @@ print("PLACED " + json.dumps({"strategy": engine.placement_strategy, "bundles": 
 """
 
 
-def test_a_pipeline_over_two_hosts_is_placed_one_stage_per_host(hosts, config_model, tmp_path):
+@pytest.fixture
+def gpu_hosts():
+    """Two hosts that each declare one logical H100 (Ray schedules on counts;
+    no engine runs here), for where a replica larger than a node goes."""
+    h = TwoHosts()
+    try:
+        try:
+            h.create()
+        except NoNamespaces as e:
+            pytest.skip(f"no network namespaces here: {e}")
+        h.start_head(num_cpus=2, num_gpus=1, resources={H100: 1})
+        h.start_worker({H100: 1}, num_cpus=2, num_gpus=1)
+        yield h
+    finally:
+        h.destroy()
+
+
+def test_a_pipeline_over_two_hosts_is_placed_one_stage_per_host(gpu_hosts, config_model, tmp_path):
     """A replica larger than a node, placed as Ray places it. vLLM's CPU engine
     cannot run one across hosts: Ray Serve LLM 2.60 gives a CPU-only LLMConfig
     vLLM's multiprocessing executor (``ray/llm/_internal/serve/engines/vllm/
@@ -151,21 +167,21 @@ def test_a_pipeline_over_two_hosts_is_placed_one_stage_per_host(hosts, config_mo
     serve = next(out.glob("serve_*.yaml"))
     mc = next((out / "model_config").glob("*.yaml"))
     assert yaml.safe_load(mc.read_text())["placement_group_config"] == {"bundle_per_worker": {"GPU": 1}, "strategy": "PACK"}
-    addr = ["--address", hosts.dashboard_url]
+    addr = ["--address", gpu_hosts.dashboard_url]
     check = llmctl("check", serve, *addr, "--no-versions", "--json")
     assert check.code == 0, check.out + check.err
     script = tmp_path / "place.py"
     script.write_text(PLACE)
-    job = httpx.post(f"{hosts.dashboard_url}/api/jobs/", timeout=30,
+    job = httpx.post(f"{gpu_hosts.dashboard_url}/api/jobs/", timeout=30,
                      json={"entrypoint": f"python {script} {mc}"}).json()["submission_id"]
     deadline = time.monotonic() + 300
-    while (status := httpx.get(f"{hosts.dashboard_url}/api/jobs/{job}", timeout=30).json()["status"]) not in (
+    while (status := httpx.get(f"{gpu_hosts.dashboard_url}/api/jobs/{job}", timeout=30).json()["status"]) not in (
             "SUCCEEDED", "FAILED", "STOPPED"):
         assert time.monotonic() < deadline, status
         time.sleep(1)
-    logs = httpx.get(f"{hosts.dashboard_url}/api/jobs/{job}/logs", timeout=30).json()["logs"]
+    logs = httpx.get(f"{gpu_hosts.dashboard_url}/api/jobs/{job}/logs", timeout=30).json()["logs"]
     assert status == "SUCCEEDED", logs[-3000:]
     placed = json.loads(next(ln for ln in logs.splitlines() if ln.startswith("PLACED "))[len("PLACED "):])
     assert placed["strategy"] == "PACK" and len(placed["bundles"]) == 2 and all(b["GPU"] == 1 for b in placed["bundles"])
-    assert sorted(placed["ips"]) == sorted([hosts.head_ip, hosts.worker_ip]), placed
+    assert sorted(placed["ips"]) == sorted([gpu_hosts.head_ip, gpu_hosts.worker_ip]), placed
     print(f"\nTP 1 x PP 2 over two hosts: Ray placed the stages on {placed['ips']}")

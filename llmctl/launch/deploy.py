@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Callable, Generator, Iterator
 
-from llmctl.errors import ClusterUnreachable, DeployFailed, PreflightFailed, UsageError, param
+from llmctl.errors import DeployFailed, PreflightFailed, UsageError, param
 from llmctl.launch import address as _address
 from llmctl.launch import cluster as _cluster
 from llmctl.launch import preflight as _preflight
@@ -127,14 +127,12 @@ def connect(address: str | None, *, start: bool = False, num_cpus: int | None = 
     """The cluster to talk to; with ``start``, start the local one if needed
     (``num_gpus`` None: Ray detects the GPUs)."""
     started = False
-    try:
-        target = _address.resolve_target(address, ray_token_env)
-    except ClusterUnreachable:
-        if not start or (address or "").strip() not in ("", "local", "auto"):
-            raise
+    if start and _local_default(address):
+        # Under the start lock: a head another llmctl is starting is waited for, never
+        # taken while its dashboard is not up yet (its state file exists from the start).
         _tokens.require_memfd()  # Linux only: elsewhere one line naming the way out (address), before anything starts
-        _, started = _cluster.ensure_head(num_cpus=num_cpus, num_gpus=num_gpus)  # another llmctl may have started it
-        target = _address.resolve_target(None)
+        _, started = _cluster.ensure_head(num_cpus=num_cpus, num_gpus=num_gpus)
+    target = _address.resolve_target(address, ray_token_env)
     return ServeClient(target.dashboard_url, token=target.ray_token), target, started
 
 
