@@ -16,8 +16,8 @@ Nothing here downloads anything: ``HF_HUB_OFFLINE=1`` for the whole run.
 
 Hypothesis profiles, chosen with ``HYPOTHESIS_PROFILE`` (default ``ci``):
 ``ci`` draws new inputs every run within a budget that keeps the validate
-fuzz (tests/test_validate_fuzz.py: 20 x ``max_examples`` documents) at
-30-60 s on 2 cores; ``nightly`` is the long run (25 x as many); ``dev`` is
+fuzz (tests/test_validate_fuzz.py: 10 x ``max_examples`` documents)
+under a minute on 2 cores; ``nightly`` is the long run (25 x as many); ``dev`` is
 ``make test-fast``'s quick pass. A failing example is kept in
 ``.hypothesis/`` and replayed first next time; Hypothesis prints how to
 reproduce it.

@@ -495,8 +495,9 @@ def _heads_of(home: Path) -> list[psutil.Process]:
 def test_two_ups_at_once_start_one_head_and_down_stops_it(tiny_model, tmp_path, llmctl_home):
     """Two `llmctl up` started together against one LLMCTL_HOME (two
     terminals, a CI job beside a user): one starts the head, the other waits
-    for the start lock and deploys to that head; both succeed, one head and
-    one token file exist, and `down --cluster` leaves no process behind. The
+    for the start lock and deploys to that head; both succeed, one head, one
+    token file and one app exist, and `down --cluster` leaves no process
+    behind (the engine's start is not waited for: it is not what is tested). The
     history survives the head: after `down --cluster` and `up` (a new port
     block), `history` still lists the deployment."""
     import subprocess
@@ -508,7 +509,8 @@ def test_two_ups_at_once_start_one_head_and_down_stops_it(tiny_model, tmp_path, 
                "--max-replicas", "1", "--yes", "-o", tmp_path)
     assert r.code == 0, r.err
     serve = next(tmp_path.glob("serve_*.yaml"))
-    ups = [subprocess.Popen([sys.executable, "-m", "llmctl", "up", str(serve), "--timeout", "600"], stdin=subprocess.DEVNULL,
+    # --no-wait: what is tested is who starts the head and where both deploy, not the engine's start
+    ups = [subprocess.Popen([sys.executable, "-m", "llmctl", "up", str(serve), "--no-wait"], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     try:
         results = [(p.wait(timeout=900), *p.communicate()) for p in ups]
@@ -520,6 +522,8 @@ def test_two_ups_at_once_start_one_head_and_down_stops_it(tiny_model, tmp_path, 
         started = [err for _, _, err in results if "started a local Ray head" in err]
         assert len(started) == 1, [e for _, _, e in results]
         assert len(list(llmctl_home.glob("ray-token-*"))) == 1
+        st = llmctl("status", "--json")
+        assert [a["name"] for a in st.json()["applications"]] == ["llm_app"], st.out + st.err  # both deployed it
         session = cluster.session_pids(heads[0].pid)
         first = llmctl("history", "--json")
         assert first.code == 0 and len(first.json()["llm_app"]) == 1, first.err
