@@ -190,7 +190,10 @@ class BenchResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"settings": asdict(self.settings), "summary": self.summary(), "replicas": self.replica_timeline(),
-                "inflight": [[round(x.t, 2), x.inflight] for x in self.inflight]}
+                "inflight": [[round(x.t, 2), x.inflight] for x in self.inflight],
+                # the first failed requests as they failed: when, what, what the server said
+                "failures": [{"start": round(r.start, 2), "latency": round(r.latency, 3), "error": r.error,
+                              "detail": r.detail[:1000]} for r in self.results if not r.ok][:20]}
 
     def requests_json(self) -> list[dict[str, Any]]:
         """Each request: start, TTFT, TPOT, latency, tokens (for the report's distributions)."""

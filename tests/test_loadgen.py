@@ -20,8 +20,8 @@ def test_summary_by_hand():
     res = BenchResult(s, [
         RequestResult(True, 1.0, 0.2, [0.1, 0.1], 10, 20),
         RequestResult(True, 2.0, 0.4, [0.3], 10, 22),
-        RequestResult(False, 0.5, error="HTTP 404"),
-        RequestResult(False, 0.5, error="HTTP 404"),
+        RequestResult(False, 0.5, error="HTTP 404", detail="x" * 5000, start=1.25),
+        RequestResult(False, 0.5, error="HTTP 404", start=3.0),
     ], seconds=4.0)
     out = res.summary()
     # 2 done in 4 s = 0.5 req/s; 20 output tokens / 4 s = 5 tok/s; failures only counted
@@ -29,6 +29,9 @@ def test_summary_by_hand():
     assert (out["req_per_s"], out["output_tokens_per_s"], out["prompt_tokens_mean"]) == (0.5, 5.0, 21.0)
     assert abs(out["ttft_s"]["p50"] - 0.3) < 1e-12
     assert abs(out["itl_s"]["p50"] - 0.1) < 1e-12 and out["latency_s"]["p50"] == 1.5
+    # -o FILE: each failed request as it failed, the server's answer cut short
+    fails = res.to_json()["failures"]
+    assert [(f["start"], f["error"], len(f["detail"])) for f in fails] == [(1.25, "HTTP 404", 1000), (3.0, "HTTP 404", 0)]
 
 
 def test_bench_bad_flags(capsys):

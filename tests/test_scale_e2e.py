@@ -233,9 +233,12 @@ def _served_more(load: Proc, timeout: float = 120) -> None:
 
 
 def _finish(load: Proc, out: Path) -> dict:
+    """bench's summary, with its first failed requests (when, what the server
+    said) under "failures": what a failed-request assertion prints."""
     r = load.interrupt(timeout=60)
     assert r.code == 0, r.err
-    return json.loads(out.read_text())["summary"]
+    report = json.loads(out.read_text())
+    return {**report["summary"], "failures": report["failures"]}
 
 
 def _history(app: str) -> list[dict]:
