@@ -41,6 +41,7 @@ from helpers import llmctl
 pytestmark = [pytest.mark.cluster, pytest.mark.engine]
 
 LLM = f"LLMServer:{MODEL}"
+INGRESS = "ApiKeyIngress"  # the day-2 app's ingress (llmctl's API-key ingress)
 
 
 def _llm_replicas(app: str) -> tuple[int, int | None]:
@@ -177,7 +178,7 @@ class Watch:
     """Polls the LLMServer's RUNNING replicas while an update runs."""
 
     def __init__(self, dashboard: str):
-        self.dashboard, self.samples, self._stop = dashboard, [], threading.Event()
+        self.dashboard, self.samples, self.ingress, self._stop = dashboard, [], [], threading.Event()
         self.rollouts: list[str] = []  # what `status` shows mid-rollout
         self.t = threading.Thread(target=self._run, daemon=True)
         self.t.start()
@@ -190,6 +191,8 @@ class Watch:
                 # answer lists no deployments for a few seconds: unknown, not zero.
                 if LLM in ids:
                     self.samples.append(len(ids[LLM]))
+                if INGRESS in ids:
+                    self.ingress.append(len(ids[INGRESS]))
                 st = _serve(self.dashboard)
                 for a in summarize(st, self.dashboard):
                     self.rollouts += [f"{d.name}: {d.rollout}" for d in a.deployments if a.name == APP and d.rollout]
@@ -265,6 +268,8 @@ def test_rolling_then_in_place_then_rollback(day2_app, cluster_home, tmp_path):
     print("\n$ llmctl up --dry-run (rolling)\n" + dry.out)
     assert f"{APP}: rolling restart" in dry.out and "engine_kwargs.max_num_seqs: (unset) -> 8" in dry.out, dry.out
     assert f"rollout {LLM}: 2 replica(s)" in dry.out and "1 of 2 serving during a wave" in dry.out, dry.out
+    # the ingress restarts too (it holds the LLMConfigs): gen-config's full surge starts its replacement first
+    assert f"rollout {INGRESS}: 1 replica(s)" in dry.out and "no replica serving" not in dry.out, dry.out
     assert _replica_ids(dash) == before  # the dry run changed nothing
     load, watch = _bench(tmp_path / "rolling.json"), Watch(dash)
     r = llmctl("up", serve, "--timeout", "600")  # no terminal, no --yes: applies (printing the plan first)
@@ -274,6 +279,7 @@ def test_rolling_then_in_place_then_rollback(day2_app, cluster_home, tmp_path):
     assert f"{APP}: rolling restart" in r.err
     assert s["failed"] == 0 and s["done"] > 0, s
     assert len(running) > 20 and min(running) >= 1, running  # a replica served throughout
+    assert watch.ingress and min(watch.ingress) >= 1, watch.ingress  # and an ingress: no request waits for one
     assert any(r.startswith(f"{LLM}: rolling: ") and "(wave " in r for r in watch.rollouts), watch.rollouts
     print(f"\nstatus mid-rollout: {sorted(set(watch.rollouts))[:6]}")
     print(f"\nrolling: {s['done']} requests, 0 failed; RUNNING LLMServer replicas seen: {sorted(set(running))}")
