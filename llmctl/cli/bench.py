@@ -23,6 +23,7 @@ from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
 from llmctl.cli.options import AddressOpt, RayTokenEnvOpt, JsonOpt
 from llmctl.errors import EXIT_FAILED, EXIT_INTERRUPTED, UsageError
+from llmctl import serve_facts as sf
 
 
 def _ms(v: Optional[float]) -> str:
@@ -32,7 +33,7 @@ def _ms(v: Optional[float]) -> str:
 def _line(res) -> str:
     s = res.summary()
     reps = "; ".join(f"{dep} {pts[-1]['running']}/{pts[-1]['target']}" for dep, pts in res.replica_timeline().items()
-                     if dep.startswith("LLMServer"))
+                     if sf.is_llm_server(dep))
     return (f"[{s['seconds']:6.1f}s] done {s['done']} failed {s['failed']} · {s['req_per_s']:.2f} req/s · "
             f"{s['output_tokens_per_s']:.1f} tok/s · TTFT p50 {_ms(s['ttft_s']['p50'])} · ITL p50 {_ms(s['itl_s']['p50'])}"
             + (f" · replicas (running/target) {reps}" if reps else ""))

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 from typing_extensions import Annotated
 
+from llmctl.serve_facts import LOOPBACK_HOST
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, warn
 from llmctl.cli.options import (GPU_HELP, ApiKeySecretOpt, ForceOpt, GpusPerNodeOpt, HfSecretOpt, ImageOpt, Multi, NodeSelectorOpt,
@@ -52,7 +53,7 @@ def gen_config_cmd(
     gpu_memory_utilization: Annotated[Optional[float], typer.Option("--gpu-memory-utilization", metavar="FRACTION", help="vLLM gpu_memory_utilization in (0, 1] (default: vLLM's, not written).")] = None,
     app_name: Annotated[Optional[str], typer.Option("--app-name", metavar="NAME", help="Serve application name (default llm_app).")] = None,
     route_prefix: Annotated[Optional[str], typer.Option("--route-prefix", metavar="PREFIX", help="HTTP route prefix (default /).")] = None,
-    http_host: Annotated[Optional[str], typer.Option("--http-host", metavar="HOST", help="Serve HTTP host in the serve file (default 127.0.0.1).")] = None,
+    http_host: Annotated[Optional[str], typer.Option("--http-host", metavar="HOST", help=f"Serve HTTP host in the serve file (default {LOOPBACK_HOST}).")] = None,
     http_port: Annotated[Optional[int], typer.Option("--http-port", metavar="PORT", min=1, max=65535, help="Serve HTTP port in the serve file (default 8000).")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", metavar="NAME", help="Require an API key on the endpoint (401 without 'Authorization: Bearer <key>' on every route): NAME of the environment variable holding it on the cluster's nodes. Never the key. In a terminal it is asked (default on for GPUs).")] = None,
     kuberay: Annotated[bool, typer.Option("--kuberay", help="Also write rayservice_<timestamp>.yaml: a KubeRay RayService of the same app (see llmctl kuberay).")] = False,

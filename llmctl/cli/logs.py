@@ -11,6 +11,7 @@ from llmctl.cli.root import app
 from llmctl.cli.console import err
 from llmctl.cli.options import AddressOpt, RayTokenEnvOpt
 from llmctl.errors import UsageError
+from llmctl import serve_facts as sf
 
 from llmctl.cli.views import follow_logs, print_logs
 
@@ -41,7 +42,7 @@ def logs_cmd(
     with ServeClient(target.dashboard_url, token=target.ray_token) as client:
         st = client.status()
     for name, app_status in (st.get("applications") or {}).items():
-        if (app_name is None or name == app_name) and app_status.get("status") in ("DEPLOY_FAILED", "UNHEALTHY"):
+        if (app_name is None or name == app_name) and sf.is_failed(app_status.get("status")):
             for model_id, d in logs.failed_app_diagnoses(target, name, st):
                 err.print(f"{name}/{model_id}: cause: {d.cause}", markup=False, highlight=False)
                 err.print(f"{name}/{model_id}: fix: {d.fix}" + (" (`llmctl up FILE --fix` applies it)" if d.changes else ""),

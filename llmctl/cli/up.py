@@ -15,6 +15,7 @@ from llmctl.cli.options import AddressOpt, RayTokenEnvOpt, JsonOpt
 from llmctl.errors import DeployFailed, UsageError
 
 from llmctl.cli.views import ProgressView, follow_logs, next_steps, print_ready
+from llmctl.serve_facts import model_id_of
 
 MAX_FIX_ROUNDS = 3
 
@@ -72,7 +73,7 @@ def _lora_models(result, file: Path) -> dict[str, list[str]]:
         data = _inlined(yaml.safe_load(file.read_text(encoding="utf-8")), None)
     except (OSError, ValueError, yaml.YAMLError):
         return {}
-    bases = {str((llm.get("model_loading_config") or {}).get("model_id")) for app in data.get("applications") or []
+    bases = {str(model_id_of(llm)) for app in data.get("applications") or []
              for _, llm in app_llm_configs(app) if isinstance(llm, dict) and llm.get("lora_config")}
     if not bases or not result.endpoint:
         return {}

@@ -65,6 +65,7 @@ from llmctl.errors import LlmctlError
 from llmctl.launch import raytoken, tokens
 from llmctl.launch.ports import RAY_DEFAULT_PORTS, WORKER_PORTS, pick_ports  # noqa: F401 (re-exported)
 from llmctl.paths import llmctl_home, write_atomic
+from llmctl.serve_facts import LOOPBACK_HOST
 
 STATE_VERSION = 2  # 2: the leader's psutil creation time instead of /proc start ticks
 START_TIMEOUT_S = 90.0
@@ -101,7 +102,7 @@ class ClusterState:
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.serve_http_port}"
+        return f"http://{LOOPBACK_HOST}:{self.serve_http_port}"
 
     @property
     def ray_token(self) -> str | None:
@@ -293,9 +294,9 @@ def _head_command(ports: dict[str, int], temp_dir: str, num_cpus: int, num_gpus:
         extra += ["--num-gpus", str(num_gpus)]
     return [
         ray_executable(), "start", "--head", "--block",
-        "--node-ip-address", "127.0.0.1",
+        "--node-ip-address", LOOPBACK_HOST,
         "--port", str(ports["gcs"]),
-        "--dashboard-host", "127.0.0.1",
+        "--dashboard-host", LOOPBACK_HOST,
         "--dashboard-port", str(ports["dashboard"]),
         "--ray-client-server-port", str(ports["client_server"]),
         "--node-manager-port", str(ports["node_manager"]),
@@ -389,8 +390,8 @@ def _start(*, num_cpus: int | None = None, num_gpus: int | None = None, resource
             pid=proc.pid,
             pid_create_time=created or 0.0,
             ports=ports,
-            dashboard_url=f"http://127.0.0.1:{ports['dashboard']}",
-            gcs_address=f"127.0.0.1:{ports['gcs']}",
+            dashboard_url=f"http://{LOOPBACK_HOST}:{ports['dashboard']}",
+            gcs_address=f"{LOOPBACK_HOST}:{ports['gcs']}",
             temp_dir=temp_dir,
             serve_http_port=ports["serve_http"],
             num_cpus=num_cpus,

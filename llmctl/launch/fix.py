@@ -25,6 +25,7 @@ from llmctl.errors import LlmctlError
 from llmctl.paths import file_mode
 from llmctl.builders import app_llm_configs
 from llmctl.validate.serve_config import config_file_path
+from llmctl.serve_facts import model_id_of
 
 
 @dataclass
@@ -58,9 +59,9 @@ def locate(serve_path: Path, app: str, model_id: str) -> Optional[tuple[Path, li
                     cfg = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
                 except OSError:
                     continue
-                if (cfg.get("model_loading_config") or {}).get("model_id") == model_id:
+                if model_id_of(cfg) == model_id:
                     return p, []
-            elif isinstance(entry, dict) and (entry.get("model_loading_config") or {}).get("model_id") == model_id:
+            elif isinstance(entry, dict) and model_id_of(entry) == model_id:
                 return serve_path, ["applications", i, *slot]
     return None
 

@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Optional
 
 from llmctl import lorastore
-from llmctl.builders import app_llm_configs, llm_deployment_name
+from llmctl.builders import app_llm_configs
+from llmctl.serve_facts import llm_deployment_name
 from llmctl.errors import UsageError
+from llmctl import serve_facts as sf
 from llmctl.launch.address import Target
 from llmctl.launch.serve_api import ServeClient
 
@@ -84,7 +86,7 @@ def lora_apps(client: ServeClient, target: Target, app: Optional[str] = None, mo
         for _, llm in app_llm_configs(cfg):
             if not isinstance(llm, dict):
                 continue
-            mid = str((llm.get("model_loading_config") or {}).get("model_id"))
+            mid = str(sf.model_id_of(llm))
             uri = (llm.get("lora_config") or {}).get("dynamic_lora_loading_path")
             if not uri or (model is not None and mid != model):
                 continue
@@ -132,7 +134,7 @@ def ls(target: Target, app: str, *, log_lines: int = 3000) -> list[Listing]:
                 lst.problems.setdefault(name, []).append(d.message)
         dep = llm_deployment_name(la.model_id)
         live = [r.get("replica_id") for r in ((status.get("applications") or {}).get(la.app, {}).get("deployments") or {})
-                .get(dep, {}).get("replicas", []) if r.get("state") == "RUNNING"]
+                .get(dep, {}).get("replicas", []) if r.get("state") == sf.REPLICA_RUNNING]
         for rid in live:
             lst.loaded[str(rid)] = []
         failure_text = []

@@ -11,9 +11,10 @@ import httpx
 from typing import TYPE_CHECKING, Generator
 
 from llmctl.errors import ClusterUnreachable, DeployFailed
+from llmctl import serve_facts as sf
 from llmctl.launch.events import Progress
 from llmctl.launch.reasons import failure_message
-from llmctl.launch.serve_api import TERMINAL_BAD, AppSummary, HTTPFailure, ServeClient, scrub, secret_values, summarize
+from llmctl.launch.serve_api import AppSummary, HTTPFailure, ServeClient, scrub, secret_values, summarize
 
 if TYPE_CHECKING:  # pragma: no cover
     from llmctl.launch.address import Target
@@ -132,7 +133,7 @@ class ResourceWatcher:
         for name in self.apps:
             for dname, dep in ((apps.get(name) or {}).get("deployments") or {}).items():
                 states = [r.get("state") for r in dep.get("replicas") or []]
-                if dep.get("status") == "HEALTHY":
+                if dep.get("status") == sf.DEP_HEALTHY:
                     continue
                 waiting = True
                 need = _user_resources(dep.get("required_resources") or {})
@@ -204,11 +205,11 @@ def wait_running(client: ServeClient, target: "Target", prepared, stale: dict, *
         else:
             stale.clear()
         apps = [a for a in summarize(st, client.url) if a.name in prepared.app_names]
-        failed = [a for a in apps if a.status in TERMINAL_BAD]
+        failed = [a for a in apps if sf.is_failed(a.status)]
         if failed:
             text, found = failure_message(failed[0], st, target, prepared.sources, prepared.llm_configs)
             raise DeployFailed(scrub(text, prepared.secrets + secret_values(st)), diagnoses=found)
-        if len({a.name for a in apps}) == len(prepared.app_names) and all(a.status == "RUNNING" for a in apps):
+        if len({a.name for a in apps}) == len(prepared.app_names) and all(a.status == sf.APP_RUNNING for a in apps):
             yield Progress(time.monotonic() - t0, apps)
             return apps
         note = ""

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from llmctl.errors import UsageError
+from llmctl import serve_facts as sf
 from llmctl.perf.roofline import Device, Efficiency, Engine, ModelShape, step_time
 from llmctl.perf.steady import predict
 
@@ -96,7 +97,7 @@ def load_sweeps(paths: Sequence[Path | str]) -> list[dict]:
 
 
 def replicas_of(sweep: dict) -> int:
-    runs = [p["running"] for dep, pts in (sweep.get("replicas") or {}).items() if dep.startswith("LLMServer") for p in pts]
+    runs = [p["running"] for dep, pts in (sweep.get("replicas") or {}).items() if sf.is_llm_server(dep) for p in pts]
     if runs:
         return max(1, round(statistics.median(runs)))
     cfg = ((sweep.get("provenance") or {}).get("serve_config") or {})
