@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from llmctl.arch import MLA, ModelArch, MoE, arch_from_hf_config  # noqa: F401  (re-exported)
 
 from llmctl.errors import CatalogError, ModelNotFound
+from llmctl.suggest import closest, did_you_mean
 from llmctl.paths import data_dir
 from llmctl.sources import CLOUD_SCHEMES, is_cloud_uri, is_hf_repo_id, looks_local_path, path_probe
 
@@ -228,8 +229,7 @@ def resolve_model(name: str, *, catalog: dict[str, ModelProfile] | None = None, 
     if is_hf_repo_id(name) and allow_remote:
         cfg = fetch_hf_config(name)
         return _profile_from_config(cfg, source=name, origin="hf", where=f"hf://{name}/config.json")
-    close = suggest(name, catalog)
-    hint = f" (did you mean {close}?)" if close else ""
+    hint = did_you_mean(name.lower(), catalog)
     raise ModelNotFound(
         f"unknown model '{name}'{hint}: use a catalog id (`llmctl models`), an HF repo id (org/name), "
         "a local directory with config.json, or s3://… / gs://…"
@@ -283,7 +283,4 @@ def fetch_hf_config(repo: str) -> dict:
 
 
 def suggest(name: str, catalog: dict[str, ModelProfile]) -> Optional[str]:
-    import difflib
-
-    m = difflib.get_close_matches(name.lower(), list(catalog), n=1, cutoff=0.6)
-    return m[0] if m else None
+    return closest(name.lower(), catalog)

@@ -180,8 +180,9 @@ def bench_cmd(
 
 
 def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    from llmctl.paths import write_atomic
+
+    write_atomic(path, json.dumps(data, indent=1, default=str) + "\n")
     err.print(f"wrote {path}", markup=False, highlight=False)
 
 

@@ -12,8 +12,6 @@ mapping in the serve file — and edits that file's text in place
 from __future__ import annotations
 
 import difflib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -22,7 +20,7 @@ import yaml
 
 from llmctl import yaml_edit
 from llmctl.errors import LlmctlError
-from llmctl.paths import file_mode
+from llmctl.paths import file_mode, write_atomic
 from llmctl.builders import app_llm_configs
 from llmctl.validate.serve_config import config_file_path
 from llmctl.serve_facts import model_id_of
@@ -97,15 +95,6 @@ def apply(p: FixPlan) -> Path:
         raise LlmctlError(f"{p.file} changed since the fix was planned; nothing written")
     mode = file_mode(p.file)  # the fixed file and its backup keep the user's mode (mkstemp would make 0600)
     bak = backup_path(p.file)
-    bak.write_text(p.old_text, encoding="utf-8")
-    os.chmod(bak, mode)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.file.name}.", suffix=".tmp", dir=p.file.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), mode)
-            f.write(p.new_text)
-        os.replace(tmp, p.file)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(bak, p.old_text, mode=mode)
+    write_atomic(p.file, p.new_text, mode=mode)
     return bak

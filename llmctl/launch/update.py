@@ -319,12 +319,11 @@ def write_temp_serve(entry: Entry, extra: dict) -> Path:
 
     import yaml
 
+    from llmctl.paths import write_atomic
+
     d = Path(tempfile.mkdtemp(prefix="llmctl-rollback-"))
-    p = d / "serve.yaml"
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        yaml.safe_dump({**extra, "applications": [entry.config]}, f, sort_keys=False)
-    return p
+    return write_atomic(d / "serve.yaml", yaml.safe_dump({**extra, "applications": [entry.config]}, sort_keys=False),
+                        mode=0o600)
 
 
 def iter_history(cluster: str, app: str) -> Iterator[tuple[Entry, str]]:

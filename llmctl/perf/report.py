@@ -237,9 +237,11 @@ def write_report(sweep: dict, out_dir: Path | str) -> dict[str, Path]:
     errors = validate(doc)
     if errors:
         raise ValueError("the llm-d benchmark report does not validate: " + "; ".join(errors[:5]))
-    (out / "benchmark_report.json").write_text(json.dumps(doc, indent=1) + "\n")
-    (out / "sweep.json").write_text(json.dumps(sweep, indent=1, default=str) + "\n")
-    (out / "index.html").write_text(_html(sweep, files))
+    from llmctl.paths import write_all_atomic
+
+    write_all_atomic([(out / "benchmark_report.json", json.dumps(doc, indent=1) + "\n"),
+                      (out / "sweep.json", json.dumps(sweep, indent=1, default=str) + "\n"),
+                      (out / "index.html", _html(sweep, files))])
     return {"index": out / "index.html", "json": out / "benchmark_report.json", **files}
 
 

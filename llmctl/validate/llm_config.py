@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
+from llmctl import quant
 from llmctl.errors import ModelNotFound
 from llmctl.light_imports import without_model_libraries
 from llmctl.scalars import is_int
@@ -215,29 +216,16 @@ def _check_parsers(ek: dict, sink: _Sink, table) -> None:
                      code="unknown-parser")
 
 
-# Methods vLLM reads from the checkpoint (its quantization_config or a
-# quantization config file); the others quantize an unquantized checkpoint
-# online (fp8, experts_int8, ...). vllm/model_executor/layers/quantization/ of 0.29.
-_CHECKPOINT_METHODS = ("awq", "auto_awq", "awq_marlin", "gptq", "auto_gptq", "gptq_marlin", "modelopt", "modelopt_fp4",
-                       "modelopt_mxfp8", "modelopt_mixed", "compressed-tensors", "mxfp4", "gpt_oss_mxfp4", "moe_wna16",
-                       "quark", "fp_quant", "deepseek_v4_fp8")
-
-
-def _quant_family(method: str) -> str:
-    m = method.lower().replace("_marlin", "").replace("auto_", "").replace("auto-", "")
-    return "modelopt" if m.startswith("modelopt") else "mxfp4" if m.endswith("mxfp4") else m
-
-
 def quantization_problem(arch, method: str) -> Optional[str]:
     """Why vLLM refuses ``quantization: method`` for this checkpoint (ModelConfig._verify_quantization:
     a method that differs from the checkpoint's own; a checkpoint method on an unquantized checkpoint)."""
     ckpt = arch.quantization
     if ckpt:
-        if _quant_family(ckpt) != _quant_family(method):
+        if quant.family(ckpt) != quant.family(method):
             return (f"'{method}' does not match the checkpoint's quantization_config ({ckpt}): vLLM refuses the pair; "
                     "remove engine_kwargs.quantization (vLLM reads the checkpoint's)")
         return None
-    if method.lower() in _CHECKPOINT_METHODS:
+    if quant.needs_checkpoint(method):
         return (f"'{method}' needs a checkpoint quantized with it and this one has no quantization_config: vLLM "
                 "refuses to load it; use a quantized checkpoint, or an online method (fp8, experts_int8)")
     return None
