@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 import urllib.parse
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
@@ -455,14 +454,13 @@ def wait_gone(client: ServeClient, names: list[str] | None, *, timeout: float, i
 
     Raises DeployFailed on timeout.
     """
-    t0 = time.monotonic()
-    while True:
+    from llmctl.poll import poll_iter
+
+    for _ in poll_iter(timeout, interval):
         st = client.status()
         present = set((st.get("applications") or {}).keys())
         left = present if names is None else present & set(names)
         yield st
         if not left:
             return
-        if time.monotonic() - t0 > timeout:
-            raise DeployFailed(f"timed out after {timeout:.0f}s waiting for {', '.join(sorted(left))} to be deleted")
-        time.sleep(interval)
+    raise DeployFailed(f"timed out after {timeout:.0f}s waiting for {', '.join(sorted(left))} to be deleted")
