@@ -13,6 +13,7 @@ Each ``source`` says where the figure was read, or UNVERIFIED.
 from __future__ import annotations
 
 import re
+import dataclasses
 from dataclasses import dataclass
 from collections.abc import Iterator, Mapping
 from typing import Optional
@@ -221,6 +222,14 @@ class _Offered(Mapping[str, GPUType]):
         return len(self._rows())
 
 
+# A GPU of a type the file does not name: only the TP limit of a common 8-GPU node is known.
+UNSPECIFIED_GPU = GPUType("GPU", "GPU", 0.0, "-", 8, "unspecified GPU type")
+
+
+def gpu_of_memory(gib: float) -> GPUType:
+    """A GPU known only by its memory (``plan --gpu-memory``), on a common 8-GPU node."""
+    return dataclasses.replace(UNSPECIFIED_GPU, name=f"{gib:g} GiB", memory_gib=gib, nominal=f"{gib:g} GiB",
+                               source="given GPU memory")
 GPUS: Mapping[str, GPUType] = _Offered()
 
 

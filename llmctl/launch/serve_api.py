@@ -266,7 +266,6 @@ def _error_text(raw: str) -> str:
 # summaries (what status / progress show)
 
 
-SCALING_STATES = ("UPSCALING", "DOWNSCALING")
 # Serve's own words for an autoscaling decision (ray/serve/_private/deployment_state.py).
 _SCALING_MESSAGE = re.compile(r"^(Upscaling|Downscaling) from \d+ to \d+ replicas")
 

@@ -237,7 +237,7 @@ def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp
     sizing plan when there is one."""
     from llmctl import sizing
     from llmctl.catalog import known_profile
-    from llmctl.hardware import GPUType
+    from llmctl.hardware import UNSPECIFIED_GPU
     from llmctl.spec import context_problem, tp_problem
 
     arch = None
@@ -253,7 +253,7 @@ def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp
         if problem:
             sink.add(("engine_kwargs", "quantization"), problem, code="quantization")
     if gpu is None and not cpu_only:
-        gpu = GPUType("GPU", "GPU", 0.0, "-", 8, "unspecified GPU type")  # TP limit of a common 8-GPU node
+        gpu = UNSPECIFIED_GPU
     if gpu is not None and not sink.has(("engine_kwargs", "tensor_parallel_size")):
         node = gpu
         if not gpu.is_cpu and tp * pp > gpu.gpus_per_node:

@@ -53,9 +53,12 @@ def _local_weights(source: str) -> tuple[dict[str, list[int]], str]:
     d = Path(source)
     if not (d.is_dir() and (d / "config.json").is_file()):
         return {}, ""
+    from llmctl.catalog import read_config_json
+    from llmctl.errors import ModelNotFound
+
     try:
-        arch = (json.loads((d / "config.json").read_text()).get("architectures") or [""])[0]
-    except (OSError, ValueError):
+        arch = (read_config_json(d / "config.json").get("architectures") or [""])[0]
+    except (ModelNotFound, AttributeError):
         arch = ""
     shapes: dict[str, list[int]] = {}
     for f in sorted(d.glob("*.safetensors")):
