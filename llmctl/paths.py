@@ -72,4 +72,4 @@ def write_all_atomic(files: list[tuple[Path, str | bytes]], *, mode: int | None 
         for tmp, _ in temps:
             Path(tmp).unlink(missing_ok=True)
         raise
-    return [p for _, p in files]
+    return [p for p, _ in files]

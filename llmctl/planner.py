@@ -243,7 +243,7 @@ def capacity(
     request rate one replica sustains within the targets, the replicas
     ``rate`` needs, the cost per hour and per million output tokens, and the
     bound that limits it; the cheapest priced setup that meets the goal is
-    marked. ``profile``: paths of ``bench --sweep -o`` files whose fit
+    marked. ``profile``: paths of ``bench --sweep --output`` files whose fit
     replaces the default efficiencies (and makes ``gpu="cpu"`` plannable).
     Figures are estimates (docs/capacity.md says how accurate)."""
     from llmctl.hardware import PRICES
@@ -273,7 +273,7 @@ def capacity(
     if cpu:
         if not sweeps:
             raise UsageError(f"{param('gpu', 'cpu')}: the CPU engine has no datasheet roofline; calibrate it with "
-                             "`llmctl bench --sweep 1,2,4,8 --duration 30 -o bench.json` and pass it as "
+                             "`llmctl bench --sweep 1,2,4,8 --duration 30 --output bench.json` and pass it as "
                              f"{param('profile')}", param="gpu")
         setups.append(_cpu_setup(arch, profile_obj.id, sweeps))
     else:

@@ -131,7 +131,7 @@ def test_bench_json_counts(day2_app, cluster_home):
 
 
 def test_bench_counts_errors_without_crashing(day2_app, cluster_home):
-    r = llmctl("bench", "--url", day2_app["endpoint"], "--model", "no-such-model", "--requests", "3",
+    r = llmctl("bench", "--url", day2_app["endpoint"], "--model-id", "no-such-model", "--requests", "3",
                "--concurrency", "1", "--api-key-env", "BENCH_KEY", "--json", env={"BENCH_KEY": TEST_API_KEY})
     assert r.code == 1, r.err  # every request failed
     s = r.json()["summary"]

@@ -11,7 +11,7 @@ from typing_extensions import Annotated
 
 from llmctl.serve_facts import LOOPBACK_HOST
 from llmctl.cli.root import app
-from llmctl.cli.console import err, out, warn
+from llmctl.cli.console import err, out, print_json, warn
 from llmctl.cli.options import (GPU_HELP, ApiKeySecretOpt, ForceOpt, GpusPerNodeOpt, HfSecretOpt, ImageOpt, Multi, NodeSelectorOpt,
                                 OutputDirOpt, UpgradeStrategyOpt, YesOpt, complete_gpu, complete_model)
 
@@ -68,10 +68,12 @@ def gen_config_cmd(
     isl: Annotated[int, typer.Option("--isl", metavar="TOKENS", help="With --slo: prompt tokens per request.")] = 1000,
     osl: Annotated[int, typer.Option("--osl", metavar="TOKENS", help="With --slo: output tokens per request.")] = 200,
     price: Annotated[Optional[str], typer.Option("--price", metavar="GPU=USD,...", help="With --slo: USD per GPU-hour (default: llmctl's dated table).")] = None,
-    profile: Annotated[Optional[list[Path]], typer.Option("--profile", metavar="FILE", help="With --slo: `bench --sweep -o` files to calibrate on (needed for --gpu cpu).")] = None,
+    profile: Annotated[Optional[list[Path]], typer.Option("--profile", metavar="FILE", help="With --slo: `bench --sweep --output` files to calibrate on (needed for --gpu cpu).")] = None,
     output_dir: OutputDirOpt = Path("."),
     yes: YesOpt = False,
     force: ForceOpt = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON on stdout instead of a table (asks nothing: "
+                                                          "every missing answer is an error naming its flag).")] = False,
 ) -> None:
     """Write Ray Serve LLM configs: model_config/<id>.yaml and serve_<timestamp>.yaml.
 
@@ -101,7 +103,7 @@ def gen_config_cmd(
         _apply_slo(flags, slo=slo, rate=rate, isl=isl, osl=osl, price=price, profile=profile)
     elif rate is not None or price is not None or profile:
         raise UsageError("--rate, --price and --profile size for a latency goal: add --slo (e.g. --slo ttft_p95=500ms,itl_p95=40ms)")
-    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    interactive = sys.stdin.isatty() and sys.stdout.isatty() and not json_out
     if len(flags.model_ids) > 1 and len(flags.model_ids) != len(flags.models):
         raise UsageError(f"--model-id given {len(flags.model_ids)} times for {len(flags.models)} models; give it once per --model")
     spec = collect(Session(interactive=interactive, assume_yes=yes), flags)
@@ -127,7 +129,7 @@ def gen_config_cmd(
             err.print("Nothing written.")
             raise typer.Exit(1)
     G.write(gen, force=force)
-    if not asked:
+    if not asked and not json_out:
         _summary(spec)
     for d in gen.diagnostics:
         if not d.is_error:
@@ -137,10 +139,16 @@ def gen_config_cmd(
     if spec.api_key_env is None and any(not m.gpu.is_cpu for m in spec.models):
         err.print("warning: the endpoint has no API key: anyone who reaches it uses the GPUs "
                   "(--api-key-env NAME requires one)", markup=False, highlight=False)
+    serve = gen.serve_file
+    if json_out:
+        print_json({"written": [str(p) for p in gen.written], "serve_file": str(serve),
+                    "manifest": str(gen.manifest.path) if gen.manifest is not None else None,
+                    "models": [m.model_id for m in spec.models],
+                    "next": [f"llmctl validate {_q(serve)}", f"llmctl up {_q(serve)}"]})
+        return
     out.print("Wrote:")
     for p in gen.written:
         out.print(f"  {p}", markup=False)
-    serve = gen.serve_file
     out.print("Next:")
     out.print(f"  llmctl validate {_q(serve)}", markup=False)
     if spec.api_key_env:

@@ -17,7 +17,7 @@ from llmctl.cli.options import (ApiKeySecretOpt, ForceOpt, GpusPerNodeOpt, HfSec
 @app.command("kuberay")
 def kuberay_cmd(
     serve_file: Annotated[Path, typer.Argument(metavar="SERVE_FILE", help="A serve config (serve_*.yaml) to convert.")],
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Where to write the manifest ('-' for stdout; default rayservice_<timestamp>.yaml next to the serve file).")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", metavar="FILE", help="Where to write the manifest ('-' for stdout; default rayservice_<timestamp>.yaml next to the serve file).")] = None,
     name: Annotated[Optional[str], typer.Option("--name", metavar="NAME", help="RayService name (default: from the app name; at most 47 characters).")] = None,
     gpus_per_node: GpusPerNodeOpt = None,
     node_selector: NodeSelectorOpt = "none",

@@ -1,4 +1,4 @@
-"""Fit the roofline's efficiencies to a measurement (``bench --sweep -o``).
+"""Fit the roofline's efficiencies to a measurement (``bench --sweep --output``).
 
 Per sweep step (one replica count, closed-loop concurrency), what was
 measured gives, per replica: the rate X, the mean inter-token time (TPOT) and
@@ -90,7 +90,7 @@ def load_sweeps(paths: Sequence[Path | str]) -> list[dict]:
         items = data if isinstance(data, list) else [data]
         for d in items:
             if not isinstance(d, dict) or d.get("kind") != "llmctl-bench-sweep" or not d.get("steps"):
-                raise UsageError(f"profile: {p}: not the JSON of `llmctl bench --sweep ... -o FILE`")
+                raise UsageError(f"profile: {p}: not the JSON of `llmctl bench --sweep ... --output FILE`")
             d.setdefault("_path", str(p))
             out.append(d)
     return out
