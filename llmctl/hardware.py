@@ -273,8 +273,13 @@ def with_node_size(gpu: GPUType, items: list[str], *, flag: str = "--gpus-per-no
     return gpu if n is None or gpu.is_cpu else dataclasses.replace(gpu, gpus_per_node=n)
 
 
+# accelerator_type values Ray's LLMConfig accepts and rewrites (it silently turns "A10" into "A10G").
+RAY_ACCELERATOR_REWRITES = {"A10": "A10G"}
+
+
 def by_ray_type(ray_type: str) -> Optional[GPUType]:
-    """The offered GPU type of a Ray accelerator_type ("A100": the 80 GB one)."""
+    """The offered GPU type of a Ray accelerator_type ("A100": the 80 GB one; "A10": A10G, as Ray reads it)."""
+    ray_type = RAY_ACCELERATOR_REWRITES.get(ray_type, ray_type)
     for g in GPUS.values():
         if g.ray_type == ray_type:
             return g

@@ -274,3 +274,20 @@ def test_one_config_json_reader():
                     readers.add(rel)
     assert readers == set(), readers
     assert files(defs("read_config_json")) == {"llmctl/catalog.py"}
+
+
+def test_one_reading_of_a10():
+    """Ray's LLMConfig turns accelerator_type "A10" into "A10G"; --gpu a10 means A10G: hardware.py says both."""
+    from llmctl.hardware import RAY_ACCELERATOR_REWRITES, by_ray_type
+
+    assert files(where(lambda s: s == "A10")) == {"llmctl/hardware.py"}
+    assert by_ray_type("A10").name == RAY_ACCELERATOR_REWRITES["A10"] == "A10G"
+
+
+def test_one_unspecified_gpu_node_size():
+    """The "8 GPUs per node" of a GPU whose type is not known is UNSPECIFIED_GPU's, read everywhere from it."""
+    from llmctl.hardware import UNSPECIFIED_GPU, gpu_of_memory
+
+    assert gpu_of_memory(40).gpus_per_node == UNSPECIFIED_GPU.gpus_per_node
+    src = (PKG / "validate" / "llm_config.py").read_text()
+    assert "else 8" not in src and ', 8, "' not in src

@@ -110,7 +110,7 @@ def _check_source(data: dict, sink: _Sink, base_dir: Path, local_node: bool) -> 
 
 def _check_placement(data: dict, sink: _Sink):
     """(GPU type or None, CPU-only?, bundles) from accelerator_type and placement."""
-    from llmctl.hardware import GPUS, by_ray_type
+    from llmctl.hardware import GPUS, RAY_ACCELERATOR_REWRITES, by_ray_type
 
     acc = data.get("accelerator_type")
     pgc = data.get("placement_group_config")
@@ -124,12 +124,12 @@ def _check_placement(data: dict, sink: _Sink):
     gpu = None
     if acc is not None:
         known = ray_accelerator_types()
-        if not isinstance(acc, str) or (acc not in known and acc != "A10"):
+        if not isinstance(acc, str) or (acc not in known and acc not in RAY_ACCELERATOR_REWRITES):
             common = [g.ray_type for g in GPUS.values() if g.ray_type]
             sink.add(("accelerator_type",), f"unknown accelerator type {acc!r}{_suggest(str(acc), known)}; Ray accepts e.g. {', '.join(common)}",
                      code="accelerator")
         else:
-            gpu = by_ray_type("A10G" if acc == "A10" else acc)
+            gpu = by_ray_type(acc)
             if cpu_only:
                 sink.add(("accelerator_type",), f"'{acc}' cannot be combined with CPU-only placement bundles; remove accelerator_type "
                                                 "for a CPU deployment or add GPU to the bundles", code="accelerator")
@@ -339,9 +339,10 @@ def _check_lora(data: dict, ek: Any, model_id: Optional[str], sink: _Sink) -> No
 
 def _check_actor_resources(data: dict, gpu, sink: _Sink) -> None:
     """ray_actor_options.num_gpus is added to the engine's first bundle (llmctl.placement)."""
+    from llmctl.hardware import UNSPECIFIED_GPU
     from llmctl.placement import actor_gpu_problem
 
-    found = actor_gpu_problem(data, gpu.gpus_per_node if gpu is not None and not gpu.is_cpu else 8)
+    found = actor_gpu_problem(data, (gpu if gpu is not None and not gpu.is_cpu else UNSPECIFIED_GPU).gpus_per_node)
     if found:
         severity, message = found
         sink.add(("deployment_config", "ray_actor_options", "num_gpus"), message, severity, code="actor-bundle")
