@@ -24,7 +24,6 @@ SHAPE_DIFFERS = {"--concurrency": "plan predicts for a list of concurrencies (N[
 NO_JSON = {
     "tiny-model": "a test fixture builder: writes a model directory and prints its path",
     "tiny-lora": "a test fixture builder: writes an adapter directory and prints its path",
-    "kuberay": "writes one manifest (or prints it with --output -, which is YAML)",
 }
 
 
@@ -94,7 +93,9 @@ def test_json_output_parses(tmp_path, capsys):
     assert r.code == 0, r.err
     gen = json.loads(r.out)
     assert gen["serve_file"] in gen["written"] and all(p.startswith(str(tmp_path)) for p in gen["written"])
-    for args in (["models"], ["plan", "-m", "qwen3-0.6b", "--gpu", "L4"], ["validate", gen["serve_file"]]):
+    for args in (["models"], ["plan", "-m", "qwen3-0.6b", "--gpu", "L4"], ["validate", gen["serve_file"]],
+                 ["kuberay", gen["serve_file"], "--output", "-"],
+                 ["kuberay", gen["serve_file"], "--output", str(tmp_path / "rs.yaml")]):
         r = run_cli(capsys, *args, "--json")
         assert r.code == 0, (args, r.err)
         json.loads(r.out)
