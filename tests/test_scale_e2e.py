@@ -207,7 +207,7 @@ def _bench(out: Path) -> Proc:
     """`llmctl bench` running, once it has finished a request (its progress
     line on stderr, every 5 s, says how many are done)."""
     load = Proc([sys.executable, "-m", "llmctl", "bench", APP, "--duration", "900", "--concurrency", "2",
-                 "--max-tokens", "8", "--prompt-tokens", "16", "-o", out])
+                 "--max-tokens", "8", "--prompt-tokens", "16", "--output", out])
     deadline = time.monotonic() + 120
     while not re.search(r"\bdone [1-9]", load.text("err")):
         assert load.p.poll() is None and time.monotonic() < deadline, (load.text("out"), load.text("err"))

@@ -100,7 +100,11 @@ def gen_config_cmd(
         api_key_env=api_key_env,
     )
     if slo is not None:
-        _apply_slo(flags, slo=slo, rate=rate, isl=isl, osl=osl, price=price, profile=profile)
+        from llmctl.planner import capacity
+
+        table = capacity(**G.slo_question(flags), slo=slo, rate=rate, isl=isl, osl=osl, price=price,
+                         profile=[str(p) for p in profile or []])
+        err.print(G.apply_capacity(flags, table), markup=False, highlight=False)
     elif rate is not None or price is not None or profile:
         raise UsageError("--rate, --price and --profile size for a latency goal: add --slo (e.g. --slo ttft_p95=500ms,itl_p95=40ms)")
     interactive = sys.stdin.isatty() and sys.stdout.isatty() and not json_out
@@ -183,34 +187,3 @@ def _summary(spec) -> None:
     for r in rows:
         for reason in r["reasons"]:
             out.print(f"  {r['model_id']}: {reason}", markup=False)
-
-
-def _apply_slo(flags, *, slo, rate, isl, osl, price, profile) -> None:
-    """Fill the answers `plan --slo` decides (what the user gave stays)."""
-    from llmctl.errors import UsageError
-    from llmctl.perf.capacity import BOUND_TEXT
-    from llmctl.planner import capacity
-
-    if len(flags.models) != 1:
-        raise UsageError("--slo: give exactly one --model (the capacity plan is per model)")
-    if len(flags.gpus) > 1 or len(flags.tps) > 1:
-        raise UsageError("--slo: give --gpu and --tp at most once")
-    table = capacity(flags.models[0], slo=slo, rate=rate, isl=isl, osl=osl, gpu=flags.gpus[0] if flags.gpus else None,
-                     tp=flags.tps[0] if flags.tps else None, price=price, profile=[str(p) for p in profile or []],
-                     max_model_len=flags.max_model_lens[0] if flags.max_model_lens else None)
-    meets = [r for r in table.rows if r.meets]
-    best = table.cheapest or (min(meets, key=lambda r: ((r.replicas or 1) * r.tp, -r.max_rate)) if meets else None)
-    if best is None:
-        raise UsageError(f"--slo: no setup meets {table.slo.text()}" + (f" at {rate:g} req/s" if rate else "")
-                         + " (see `llmctl plan --slo`); relax the targets or pass --tp / --gpu")
-    flags.gpus = flags.gpus or [best.gpu]
-    flags.tps = flags.tps or [str(best.tp)]
-    flags.min_replicas = flags.min_replicas or ["1"]
-    flags.max_replicas = flags.max_replicas or [str(max(best.replicas or 1, int(flags.min_replicas[0])))]
-    flags.max_ongoing_requests = flags.max_ongoing_requests or [str(best.max_ongoing_requests)]
-    flags.target_ongoing_requests = flags.target_ongoing_requests or [str(best.target_ongoing_requests)]
-    warn_text = (f"capacity (estimate): {best.gpu} TP {best.tp}: {best.max_rate:.2f} req/s per replica within "
-                 f"{table.slo.text()} at {best.max_ongoing_requests} concurrent requests ({BOUND_TEXT.get(best.bound, best.bound)})"
-                 + (f"; {best.replicas} replica(s) for {rate:g} req/s" if rate else "")
-                 + (f", ${best.usd_per_hour:.2f}/hour" if best.usd_per_hour is not None else ""))
-    err.print(warn_text, markup=False, highlight=False)

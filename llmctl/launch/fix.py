@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import yaml
 
@@ -98,3 +98,63 @@ def apply(p: FixPlan) -> Path:
     write_atomic(bak, p.old_text, mode=mode)
     write_atomic(p.file, p.new_text, mode=mode)
     return bak
+
+
+# --------------------------------------------------------------------------
+# the fix loop of `up --fix`: deploy, and on a start-up failure llmctl knows a
+# mechanical fix for, change the file (after ``approve``) and deploy again
+
+
+MAX_FIX_ROUNDS = 3
+
+
+@dataclass
+class FixNeeded:
+    """A deploy failed with a failure that has a mechanical fix; fixes follow."""
+
+    error: Exception
+
+
+@dataclass
+class FixProposed:
+    """A change to a file, before ``approve`` is asked."""
+
+    plan: FixPlan
+
+
+@dataclass
+class FixApplied:
+    """The file changed (the old one kept as ``backup``); the deploy runs again."""
+
+    plan: FixPlan
+    backup: Path
+
+
+def iter_up_fixing(serve_path: Path | str, *, approve: Callable[[FixPlan], bool], rounds: int = MAX_FIX_ROUNDS,
+                   **up_options) -> Iterator:
+    """:func:`llmctl.launch.deploy.iter_up` (its events and its UpResult), and when the deploy fails with
+    diagnoses that carry changes: :class:`FixNeeded`, then per model a :class:`FixProposed`, ``approve(plan)``
+    (False stops with a UsageError: nothing redeployed), :func:`apply` and :class:`FixApplied`; then the deploy
+    again, at most ``rounds`` times. A failure without a fix, or after the last round, is raised as it came."""
+    from llmctl.errors import DeployFailed, UsageError, param
+    from llmctl.launch.deploy import iter_up
+
+    for attempt in range(rounds + 1):
+        try:
+            yield from iter_up(serve_path, **up_options)
+            return
+        except DeployFailed as e:
+            fixable = [(a, m, d) for a, m, d in e.diagnoses if d.changes and m]
+            if not fixable or attempt == rounds:
+                raise
+            yield FixNeeded(e)
+            done: set[str] = set()
+            for app_name, model_id, d in fixable:
+                if model_id in done:
+                    continue
+                p = plan(Path(serve_path), app_name, model_id, d.changes, cause=d.cause, fix=d.fix)
+                yield FixProposed(p)
+                if not approve(p):
+                    raise UsageError(f"{param('fix')}: change not applied; nothing was redeployed", param="fix") from None
+                yield FixApplied(p, apply(p))
+                done.add(model_id)
