@@ -28,8 +28,8 @@ EXIT_INTERRUPTED = 130
 # What each exit code means (the root --help lists them from here).
 EXIT_CODES = {
     EXIT_OK: "success",
-    EXIT_FAILED: "the operation ran and failed (deploy failed, timed out, unhealthy)",
-    EXIT_USAGE: "usage or validation error (bad flag, invalid file, model does not fit)",
+    EXIT_FAILED: "the operation ran and failed (deploy failed, unhealthy, timed out; status: not every app RUNNING)",
+    EXIT_USAGE: "usage or validation error (bad flag, invalid file, does not fit)",
     EXIT_NO_CLUSTER: "no cluster reachable",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
