@@ -97,6 +97,8 @@ def actor_gpu_problem(llm: dict, gpus_per_node: int) -> Optional[tuple[str, str]
     extra = _num(actor.get("num_gpus"), 0.0)
     if extra <= 0:
         return None
+    if not math.isfinite(extra):
+        return "error", f"ray_actor_options.num_gpus is {extra:g}: a number of GPUs must be finite; delete num_gpus"
     bundles, _ = replica_bundles(llm)
     engine_gpu = bundles[0].get("GPU", 0.0) - extra
     total = bundles[0].get("GPU", 0.0)
