@@ -163,9 +163,9 @@ def run(work: Path, env: dict, *, replicas=(1, 2), calib=CALIB, measure=MEASURE,
             shown, texts = [], []
             for k in range(1, rounds + 1):
                 _run(llmctl + ["bench", APP, "--sweep", ",".join(str(c * r) for c in calib), "--duration", calib_s, "--warmup", warmup_s,
-                               "--prompt-tokens", prompt_words, "--max-tokens", osl, "-o", work / f"calib_{r}.{k}.json"], env)
+                               "--prompt-tokens", prompt_words, "--max-tokens", osl, "--output", work / f"calib_{r}.{k}.json"], env)
                 shown = ["bench", APP, "--sweep", ",".join(str(c * r) for c in measure), "--duration", measure_s, "--warmup", warmup_s,
-                         "--prompt-tokens", prompt_words, "--max-tokens", osl, "--slo", targets["A"], "-o", f"measure_{r}.{k}.json",
+                         "--prompt-tokens", prompt_words, "--max-tokens", osl, "--slo", targets["A"], "--output", f"measure_{r}.{k}.json",
                          "--report", f"report_{r}.{k}"]
                 out = _run(llmctl + shown[:-3] + [work / f"measure_{r}.{k}.json", "--report", work / f"report_{r}.{k}"], env)
                 texts.append("$ llmctl " + " ".join(map(str, shown)) + "\n" + out.stdout)

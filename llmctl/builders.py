@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
 from llmctl.sources import path_probe
+from llmctl.serve_facts import DEFAULT_INGRESS
 
 
 @dataclass(frozen=True)
@@ -261,12 +262,6 @@ def is_llm_app(app: Any) -> bool:
     return isinstance(app, dict) and resolve(app.get("import_path")).builder is not None
 
 
-def llm_deployment_name(model_id: Any) -> str:
-    """Ray Serve LLM's LLMServer deployment name for a model id
-    (core/server/builder.py: the class name, then ``_get_deployment_name``)."""
-    return "LLMServer:" + str(model_id).replace("/", "--").replace(".", "_")
-
-
 def ingress_deployment_name(app: Any) -> str:
     """An LLM app's ingress deployment: named after its class (Serve names a
     deployment after its class; core/ingress/ingress.py make_fastapi_ingress
@@ -275,7 +270,7 @@ def ingress_deployment_name(app: Any) -> str:
     args = app.get("args") if isinstance(app, Mapping) else None
     icc = args.get("ingress_cls_config") if isinstance(args, Mapping) else None
     cls = icc.get("ingress_cls") if isinstance(icc, Mapping) else None
-    return split_import_path(cls)[1] if isinstance(cls, str) and cls else "OpenAiIngress"
+    return split_import_path(cls)[1] if isinstance(cls, str) and cls else DEFAULT_INGRESS
 
 
 def get_in(data: Any, path: tuple) -> Any:

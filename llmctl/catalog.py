@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from llmctl.arch import MLA, ModelArch, MoE, arch_from_hf_config  # noqa: F401  (re-exported)
 
 from llmctl.errors import CatalogError, ModelNotFound
+from llmctl.suggest import closest, did_you_mean
 from llmctl.paths import data_dir
 from llmctl.sources import CLOUD_SCHEMES, is_cloud_uri, is_hf_repo_id, looks_local_path, path_probe
 
@@ -187,7 +188,8 @@ def _short(e: Exception) -> str:
     return str(e).splitlines()[0]
 
 
-def _read_config_json(path: Path) -> dict:
+def read_config_json(path: Path) -> dict:
+    """A checkpoint's config.json as a mapping (the one reader; ModelNotFound when it cannot be read)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
@@ -224,12 +226,11 @@ def resolve_model(name: str, *, catalog: dict[str, ModelProfile] | None = None, 
             raise ModelNotFound(f"{name}: no such directory")
         if not cfg_path.is_file():
             raise ModelNotFound(f"{name}: directory has no config.json")
-        return _profile_from_config(_read_config_json(cfg_path), source=str(p.resolve()), origin="local", where=str(cfg_path))
+        return _profile_from_config(read_config_json(cfg_path), source=str(p.resolve()), origin="local", where=str(cfg_path))
     if is_hf_repo_id(name) and allow_remote:
         cfg = fetch_hf_config(name)
         return _profile_from_config(cfg, source=name, origin="hf", where=f"hf://{name}/config.json")
-    close = suggest(name, catalog)
-    hint = f" (did you mean {close}?)" if close else ""
+    hint = did_you_mean(name.lower(), catalog)
     raise ModelNotFound(
         f"unknown model '{name}'{hint}: use a catalog id (`llmctl models`), an HF repo id (org/name), "
         "a local directory with config.json, or s3://… / gs://…"
@@ -254,7 +255,7 @@ def known_profile(source: str, base_dir: Path) -> Optional[ModelProfile]:
         p = base_dir / p
     if path_probe(p, "is_dir") and path_probe(p / "config.json", "is_file"):
         cfg = p / "config.json"
-        return _profile_from_config(_read_config_json(cfg), source=str(p), origin="local", where=str(cfg))
+        return _profile_from_config(read_config_json(cfg), source=str(p), origin="local", where=str(cfg))
     if is_hf_repo_id(source):
         try:
             from huggingface_hub import try_to_load_from_cache
@@ -262,7 +263,7 @@ def known_profile(source: str, base_dir: Path) -> Optional[ModelProfile]:
             return None
         cached = try_to_load_from_cache(source, "config.json")
         if isinstance(cached, str):
-            return _profile_from_config(_read_config_json(Path(cached)), source=source, origin="hf", where=cached)
+            return _profile_from_config(read_config_json(Path(cached)), source=source, origin="hf", where=cached)
     return None
 
 
@@ -279,11 +280,8 @@ def fetch_hf_config(repo: str) -> dict:
         offline = os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True")
         why = "HF_HUB_OFFLINE is set and it is not in the local cache" if offline else kind
         raise ModelNotFound(f"{repo}: cannot read config.json from the Hugging Face hub ({why})") from None
-    return _read_config_json(Path(path))
+    return read_config_json(Path(path))
 
 
 def suggest(name: str, catalog: dict[str, ModelProfile]) -> Optional[str]:
-    import difflib
-
-    m = difflib.get_close_matches(name.lower(), list(catalog), n=1, cutoff=0.6)
-    return m[0] if m else None
+    return closest(name.lower(), catalog)

@@ -25,6 +25,14 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NO_CLUSTER = 3
 EXIT_INTERRUPTED = 130
+# What each exit code means (the root --help lists them from here).
+EXIT_CODES = {
+    EXIT_OK: "success",
+    EXIT_FAILED: "the operation ran and failed (deploy failed, unhealthy, timed out; status: not every app RUNNING)",
+    EXIT_USAGE: "usage or validation error (bad flag, invalid file, does not fit)",
+    EXIT_NO_CLUSTER: "no cluster reachable",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+}
 
 UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
 _PARAM = re.compile("\u27e8([A-Za-z_][A-Za-z0-9_]*)(?:=([^\u27e9]*))?\u27e9")  # ⟨name⟩ or ⟨name=repr⟩

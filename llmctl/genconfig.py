@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence, Union
 
-from llmctl.errors import DoesNotFit, ValidationFailed, param
+from llmctl.errors import DoesNotFit, UsageError, ValidationFailed, param
 from llmctl.prompts import Flags, Session, collect
 from llmctl.render import Rendered, render_spec, write_all
 from llmctl.spec import DeploymentSpec, ModelSpec
@@ -37,6 +37,7 @@ class Generated:
     diagnostics: list = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
     manifest: Optional[Rendered] = None  # rayservice_<ts>.yaml (with_kuberay)
+    capacity: Optional[str] = None  # with ``slo``: the setup the capacity plan chose, in words (apply_slo)
 
     @property
     def serve_file(self) -> Path:
@@ -177,6 +178,7 @@ def generate(
     write_files: bool = True,
     force: bool = False,
     kuberay=None,
+    capacity=None,
 ) -> Generated:
     """Generate Ray Serve LLM configs, as ``llmctl gen-config --yes`` does.
 
@@ -194,6 +196,11 @@ def generate(
 
     ``kuberay``: a :class:`llmctl.kuberay.manifest.KubeOptions` to also write
     the KubeRay RayService (``Generated.manifest``).
+
+    ``capacity``: a capacity plan for latency targets (``llmctl.capacity(model, slo="ttft_p95=500ms",
+    rate=20)``, what ``gen-config --slo`` computes): the GPU, TP, replica counts and autoscaling targets
+    not given are its cheapest setup that meets them (:func:`apply_capacity`); ``Generated.capacity``
+    says what it chose.
     """
     flags = Flags(
         models=_listed(model), model_ids=_listed(model_id), gpus=_listed(gpu), gpus_per_node=_listed(gpus_per_node),
@@ -212,11 +219,49 @@ def generate(
         app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port,
         api_key_env=api_key_env,
     )
+    note = apply_capacity(flags, capacity) if capacity is not None else None
     spec = collect(Session(interactive=False, assume_yes=True), flags)
     gen = build(spec, output_dir, force=force)
+    gen.capacity = note
     if kuberay is not None:
         gen, _ = with_kuberay(gen, kuberay)
     return write(gen, force=force) if write_files else gen
+
+
+def slo_question(flags: Flags) -> dict:
+    """The capacity question the answers ask (``capacity(**q, slo=...)``: the model, and the GPU, TP
+    and context length when given); refused unless one model and at most one GPU and TP are given."""
+    if len(flags.models) != 1:
+        raise UsageError(f"{param('slo')}: give exactly one {param('model')} (the capacity plan is per model)", param="slo")
+    if len(flags.gpus) > 1 or len(flags.tps) > 1:
+        raise UsageError(f"{param('slo')}: give {param('gpu')} and {param('tp')} at most once", param="slo")
+    return {"model": flags.models[0], "gpu": flags.gpus[0] if flags.gpus else None, "tp": flags.tps[0] if flags.tps else None,
+            "max_model_len": flags.max_model_lens[0] if flags.max_model_lens else None}
+
+
+def apply_capacity(flags: Flags, table) -> str:
+    """Fill the answers a capacity plan decides into ``flags`` (what the user gave stays): the cheapest setup
+    of ``table`` (a :class:`llmctl.planner.CapacityTable`, ``llmctl.capacity(...)``) that meets its targets:
+    GPU, TP, replicas, the autoscaling targets. Returns what it chose, in words."""
+    from llmctl.perf.capacity import BOUND_TEXT
+
+    slo_question(flags)
+    rate = table.rate
+    meets = [r for r in table.rows if r.meets]
+    best = table.cheapest or (min(meets, key=lambda r: ((r.replicas or 1) * r.tp, -r.max_rate)) if meets else None)
+    if best is None:
+        raise UsageError(f"{param('slo')}: no setup meets {table.slo.text()}" + (f" at {rate:g} req/s" if rate else "")
+                         + f" (see `llmctl plan --slo`); relax the targets or pass {param('tp')} / {param('gpu')}", param="slo")
+    flags.gpus = flags.gpus or [best.gpu]
+    flags.tps = flags.tps or [str(best.tp)]
+    flags.min_replicas = flags.min_replicas or ["1"]
+    flags.max_replicas = flags.max_replicas or [str(max(best.replicas or 1, int(flags.min_replicas[0])))]
+    flags.max_ongoing_requests = flags.max_ongoing_requests or [str(best.max_ongoing_requests)]
+    flags.target_ongoing_requests = flags.target_ongoing_requests or [str(best.target_ongoing_requests)]
+    return (f"capacity (estimate): {best.gpu} TP {best.tp}: {best.max_rate:.2f} req/s per replica within "
+            f"{table.slo.text()} at {best.max_ongoing_requests} concurrent requests ({BOUND_TEXT.get(best.bound, best.bound)})"
+            + (f"; {best.replicas} replica(s) for {rate:g} req/s" if rate else "")
+            + (f", ${best.usd_per_hour:.2f}/hour" if best.usd_per_hour is not None else ""))
 
 
 def summary_rows(spec: DeploymentSpec) -> Iterable[dict[str, Any]]:

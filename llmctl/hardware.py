@@ -13,6 +13,7 @@ Each ``source`` says where the figure was read, or UNVERIFIED.
 from __future__ import annotations
 
 import re
+import dataclasses
 from dataclasses import dataclass
 from collections.abc import Iterator, Mapping
 from typing import Optional
@@ -221,6 +222,14 @@ class _Offered(Mapping[str, GPUType]):
         return len(self._rows())
 
 
+# A GPU of a type the file does not name: only the TP limit of a common 8-GPU node is known.
+UNSPECIFIED_GPU = GPUType("GPU", "GPU", 0.0, "-", 8, "unspecified GPU type")
+
+
+def gpu_of_memory(gib: float) -> GPUType:
+    """A GPU known only by its memory (``plan --gpu-memory``), on a common 8-GPU node."""
+    return dataclasses.replace(UNSPECIFIED_GPU, name=f"{gib:g} GiB", memory_gib=gib, nominal=f"{gib:g} GiB",
+                               source="given GPU memory")
 GPUS: Mapping[str, GPUType] = _Offered()
 
 
@@ -264,8 +273,13 @@ def with_node_size(gpu: GPUType, items: list[str], *, flag: str = "--gpus-per-no
     return gpu if n is None or gpu.is_cpu else dataclasses.replace(gpu, gpus_per_node=n)
 
 
+# accelerator_type values Ray's LLMConfig accepts and rewrites (it silently turns "A10" into "A10G").
+RAY_ACCELERATOR_REWRITES = {"A10": "A10G"}
+
+
 def by_ray_type(ray_type: str) -> Optional[GPUType]:
-    """The offered GPU type of a Ray accelerator_type ("A100": the 80 GB one)."""
+    """The offered GPU type of a Ray accelerator_type ("A100": the 80 GB one; "A10": A10G, as Ray reads it)."""
+    ray_type = RAY_ACCELERATOR_REWRITES.get(ray_type, ray_type)
     for g in GPUS.values():
         if g.ray_type == ray_type:
             return g

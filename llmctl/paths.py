@@ -41,22 +41,35 @@ def file_mode(path: Path) -> int:
         return 0o666 & ~mask
 
 
-def write_atomic(path: Path, text: str, *, mode: int | None = None) -> Path:
+def write_atomic(path: Path, text: str | bytes, *, mode: int | None = None) -> Path:
     """Write ``text`` to ``path`` through a temporary file of a unique name in
     the same directory, then rename it over ``path``: a reader sees the old
     file or the new one, never a half-written one, and two writers at once
     never share a temporary file. ``mode`` is set before any byte is written
-    (0600 for a secret); by default :func:`file_mode`."""
+    (0600 for a secret); by default :func:`file_mode`. The one atomic write of
+    llmctl (:func:`write_all_atomic` writes several files with it)."""
+    return write_all_atomic([(Path(path), text)], mode=mode)[0]
+
+
+def write_all_atomic(files: list[tuple[Path, str | bytes]], *, mode: int | None = None) -> list[Path]:
+    """:func:`write_atomic` for several files at once: every temporary file is
+    written before the first is renamed into place, so a failed write (disk
+    full, a directory that cannot be created) leaves none of them changed."""
     import tempfile
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    temps: list[tuple[str, Path]] = []
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), file_mode(path) if mode is None else mode)
-            f.write(text)
-        os.replace(tmp, path)
+        for path, text in files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temps.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), file_mode(path) if mode is None else mode)
+                f.write(text.encode("utf-8") if isinstance(text, str) else text)
+        for tmp, path in temps:
+            os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        for tmp, _ in temps:
+            Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+    return [p for p, _ in files]

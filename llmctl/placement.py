@@ -25,7 +25,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from llmctl.builders import app_llm_configs, ingress_deployment_name, is_llm_app, llm_deployment_name
+from llmctl.builders import app_llm_configs, ingress_deployment_name, is_llm_app
+from llmctl.serve_facts import llm_deployment_name, model_id_of
 from llmctl.scalars import lax_int
 
 ACC_PREFIX = "accelerator_type:"
@@ -96,6 +97,8 @@ def actor_gpu_problem(llm: dict, gpus_per_node: int) -> Optional[tuple[str, str]
     extra = _num(actor.get("num_gpus"), 0.0)
     if extra <= 0:
         return None
+    if not math.isfinite(extra):
+        return "error", f"ray_actor_options.num_gpus is {extra:g}: a number of GPUs must be finite; delete num_gpus"
     bundles, _ = replica_bundles(llm)
     engine_gpu = bundles[0].get("GPU", 0.0) - extra
     total = bundles[0].get("GPU", 0.0)
@@ -177,7 +180,7 @@ def demands(config: dict) -> list[Demand]:
         for llm in llms:
             bundles, strategy = replica_bundles(llm)
             mn, mx = replica_counts(llm.get("deployment_config") or {})
-            mid = (llm.get("model_loading_config") or {}).get("model_id", "?")
+            mid = model_id_of(llm) or "?"
             out.append(Demand(name, llm_deployment_name(mid), bundles, strategy, mn, mx))
         imn, imx = replica_counts(args.get("ingress_deployment_config") or {})
         if all(d.min_replicas == 0 for d in out if d.app == name) and llms:

@@ -14,7 +14,7 @@ from typing import Any, Optional, Union
 from llmctl import sizing, spec
 from llmctl.catalog import ModelProfile, resolve_model
 from llmctl.errors import UsageError, param, template_of
-from llmctl.hardware import GPUS, GPUType, with_node_size
+from llmctl.hardware import GPUS, GPUType, gpu_of_memory, with_node_size
 
 
 def parse_flag(name: str, parse, value):
@@ -48,7 +48,7 @@ def gpu_types(gpu: Optional[str], gpu_memory: Optional[float]) -> list[GPUType]:
     if gpu_memory is not None:
         if gpu_memory <= 0:
             raise UsageError(f"{param('gpu_memory')}: must be a positive number of GiB (got {gpu_memory:g})", param="gpu_memory")
-        return [GPUType(f"{gpu_memory:g} GiB", "GPU", gpu_memory, f"{gpu_memory:g} GiB", 8, "given GPU memory")]
+        return [gpu_of_memory(gpu_memory)]
     if gpu is None or gpu.strip().lower() == "all":
         return [g for g in GPUS.values() if not g.is_cpu]
     g = parse_flag("gpu", spec.parse_gpu, gpu)
@@ -243,7 +243,7 @@ def capacity(
     request rate one replica sustains within the targets, the replicas
     ``rate`` needs, the cost per hour and per million output tokens, and the
     bound that limits it; the cheapest priced setup that meets the goal is
-    marked. ``profile``: paths of ``bench --sweep -o`` files whose fit
+    marked. ``profile``: paths of ``bench --sweep --output`` files whose fit
     replaces the default efficiencies (and makes ``gpu="cpu"`` plannable).
     Figures are estimates (docs/capacity.md says how accurate)."""
     from llmctl.hardware import PRICES
@@ -273,7 +273,7 @@ def capacity(
     if cpu:
         if not sweeps:
             raise UsageError(f"{param('gpu', 'cpu')}: the CPU engine has no datasheet roofline; calibrate it with "
-                             "`llmctl bench --sweep 1,2,4,8 --duration 30 -o bench.json` and pass it as "
+                             "`llmctl bench --sweep 1,2,4,8 --duration 30 --output bench.json` and pass it as "
                              f"{param('profile')}", param="gpu")
         setups.append(_cpu_setup(arch, profile_obj.id, sweeps))
     else:

@@ -16,21 +16,85 @@ lm_head stay in the model dtype unless the config quantizes lm_head (GPTQ
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# quant_method values -> scheme, for configs that say no more than the method
-METHOD_SCHEMES = {
-    "fp8": "fp8", "deepseek_v4_fp8": "fp8", "fbgemm_fp8": "fp8", "ptpc_fp8": "fp8", "modelopt": "fp8",
-    "awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4", "auto-round": "int4",
-    "bitsandbytes": "int4",
-    "mxfp4": "mxfp4", "gpt_oss_mxfp4": "mxfp4",
-    "int8": "int8", "w8a8": "int8", "experts_int8": "int8",
-    "modelopt_fp4": "nvfp4", "nvfp4": "nvfp4",
-    "compressed-tensors": "int4",
+
+@dataclass(frozen=True)
+class Method:
+    """One quantization method name, as a checkpoint's ``quant_method`` or
+    ``engine_kwargs.quantization`` spells it."""
+
+    scheme: str  # how the weights are stored when the config says no more: fp8 | int8 | int4 | nvfp4 | mxfp4
+    online: bool = False  # vLLM quantizes an unquantized checkpoint with it; else it needs a checkpoint quantized so
+    family: str = ""  # the vLLM method it is a kernel or alias of (awq_marlin -> awq); "" for itself
+    experts_only: bool = False  # only the routed experts are quantized (online experts_int8, gpt-oss MXFP4)
+    vllm: Optional[str] = ">=0.29"  # vLLM releases whose ``quantization`` choices list it; None: a quant_method
+    #                                 of checkpoints only (vLLM reads it under another name, or not at all)
+    loadable: bool = True  # vLLM 0.29 (Ray 2.60's pin) loads such checkpoints
+
+
+# Every quantization method llmctl knows (vllm/model_executor/layers/quantization/__init__.py
+# QUANTIZATION_METHODS of 0.29-0.33, the same list in each; tests/test_facts.py checks it
+# against the shipped engine-argument tables), the one table the quantization rules read.
+METHODS: dict[str, Method] = {
+    "fp8": Method("fp8", online=True),
+    "fbgemm_fp8": Method("fp8", online=True),
+    "ptpc_fp8": Method("fp8", online=True, vllm=None),
+    "deepseek_v4_fp8": Method("fp8"),
+    "modelopt": Method("fp8"),
+    "modelopt_fp4": Method("nvfp4", family="modelopt"),
+    "modelopt_mxfp8": Method("fp8", family="modelopt"),
+    "modelopt_mixed": Method("nvfp4", family="modelopt"),
+    "nvfp4": Method("nvfp4", vllm=None),
+    "awq": Method("int4"),
+    "auto_awq": Method("int4", family="awq"),
+    "awq_marlin": Method("int4", family="awq"),
+    "gptq": Method("int4"),
+    "auto_gptq": Method("int4", family="gptq"),
+    "gptq_marlin": Method("int4", family="gptq"),
+    "auto-round": Method("int4", vllm=None),
+    "moe_wna16": Method("int4"),
+    "compressed-tensors": Method("int4"),
+    "quark": Method("fp8"),
+    "fp_quant": Method("nvfp4"),
+    "mxfp4": Method("mxfp4", experts_only=True),
+    "gpt_oss_mxfp4": Method("mxfp4", family="mxfp4", experts_only=True),
+    "experts_int8": Method("int8", online=True, experts_only=True),
+    "int8": Method("int8", vllm=None),
+    "w8a8": Method("int8", vllm=None),
+    "bitsandbytes": Method("int4", vllm=None, loadable=False),
+    "gguf": Method("int4", vllm=None, loadable=False),
 }
-NOT_IN_029 = ("bitsandbytes", "gguf")
+NOT_IN_029 = tuple(n for n, m in METHODS.items() if not m.loadable)
+ONLINE_METHODS = tuple(n for n, m in METHODS.items() if m.online)
+
+
+def family(method: str) -> str:
+    """The vLLM method a name is a kernel or alias of (``awq_marlin`` -> ``awq``)."""
+    key = method.lower()
+    m = METHODS.get(key)
+    return (m.family or key) if m is not None else key
+
+
+def needs_checkpoint(method: str) -> bool:
+    """Whether ``engine_kwargs.quantization: method`` needs a checkpoint quantized with it."""
+    m = METHODS.get(method.lower())
+    return m is not None and m.vllm is not None and not m.online
+
+
+def scheme_quant(scheme: str) -> "Quant":
+    """The Quant llmctl sizes a bare scheme with (``--dtype fp8|int8|int4|nvfp4|mxfp4``): fp8 in 128x128
+    blocks, int8 W8A8 per channel, 4-bit groups of 128 with zero points, NVFP4, MXFP4."""
+    if scheme == "fp8":
+        return Quant(method=scheme, scheme=scheme, block=(128, 128))
+    if scheme == "int4":
+        return Quant(method=scheme, scheme=scheme, bits=4, group_size=128, zero_points=True)
+    if scheme in ("nvfp4", "mxfp4"):
+        return Quant(method=scheme, scheme=scheme, bits=4)
+    return Quant(method=scheme, scheme="int8")
 
 
 class Quant(BaseModel):
@@ -91,7 +155,8 @@ def quant_from_config(qc: dict) -> Quant:
         return Quant(method=method, scheme="int4", bits=4, group_size=64,
                      approximate=f"quant_method '{method}' is not a quantization method of vLLM 0.29 (Ray 2.60's pin); "
                                  "sized as 4-bit")
-    if method in ("fp8", "fbgemm_fp8", "ptpc_fp8"):
+    known = METHODS.get(method)
+    if known is not None and known.scheme == "fp8" and known.online:
         block = qc.get("weight_block_size")
         return Quant(method=method, scheme="fp8", block=tuple(block) if isinstance(block, list) and len(block) == 2 else None,
                      attention=attention)
@@ -104,11 +169,11 @@ def quant_from_config(qc: dict) -> Quant:
         experts = ("nvfp4" if str(qc.get("moe_quant_algo") or "").upper() == "NVFP4" else "mxfp4") if fp4 else None
         return Quant(method=method, scheme="fp8", block=tuple(block) if isinstance(block, list) and len(block) == 2 else (128, 128),
                      expert_scheme=experts, scale_bytes=1 if fp4 else 4, attention=attention)
-    if method in ("mxfp4", "gpt_oss_mxfp4"):
+    if known is not None and known.scheme == "mxfp4":
         return Quant(method=method, scheme="mxfp4", bits=4, group_size=32, experts_only=True)
     if method == "experts_int8":
         return Quant(method=method, scheme="int8", experts_only=True)
-    if method in ("awq", "awq_marlin", "gptq", "gptq_marlin", "auto-round"):
+    if family(method) in ("awq", "gptq", "auto-round"):
         bits = int(qc.get("bits") or qc.get("w_bit") or 4)
         group = int(qc.get("group_size") or qc.get("q_group_size") or 128)
         zp = method.startswith("awq") or qc.get("zero_point") is True or qc.get("sym") is False

@@ -10,9 +10,7 @@ over an existing file unless ``force``.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +20,7 @@ import yaml
 
 from llmctl import __version__, sizing
 from llmctl.errors import LlmctlError, OutputExists, param
-from llmctl.paths import data_dir, file_mode
+from llmctl.paths import data_dir, write_all_atomic
 from llmctl.spec import (
     CPU_DTYPE,
     CPU_MIN_KV_CACHE_BYTES,
@@ -273,19 +271,7 @@ def write_all(docs: list[Rendered], *, force: bool = False) -> list[Path]:
         existing = [d.path for d in docs if d.path.exists()]
         if existing:
             raise OutputExists(f"{existing[0]}: already exists; pass {param('force', True)} to overwrite it", param="force")
-    temps: list[tuple[Path, Path]] = []
     try:
-        for d in docs:
-            d.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{d.path.name}.", suffix=".tmp", dir=d.path.parent)
-            temps.append((Path(tmp), d.path))
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                os.fchmod(f.fileno(), file_mode(d.path))  # mkstemp makes 0600: keep a replaced file's mode, else 0666 & ~umask
-                f.write(d.text)
-        for tmp, final in temps:
-            os.replace(tmp, final)
+        return write_all_atomic([(d.path, d.text) for d in docs])
     except OSError as e:
-        for tmp, _ in temps:
-            tmp.unlink(missing_ok=True)
         raise LlmctlError(f"{getattr(e, 'filename', '') or 'output'}: cannot write: {e.strerror or e}") from None
-    return [d.path for d in docs]

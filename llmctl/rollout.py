@@ -55,7 +55,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from llmctl.builders import app_llm_configs, ingress_deployment_name, llm_deployment_name
+from llmctl.builders import app_llm_configs, ingress_deployment_name
+from llmctl.serve_facts import llm_deployment_name, model_id_of
 from llmctl.placement import replica_bundles
 
 IN_PLACE = "in place"
@@ -193,7 +194,7 @@ def _llms(app: dict) -> dict[str, dict]:
     out = {}
     for _, llm in app_llm_configs(app):
         if isinstance(llm, dict):
-            out[llm_deployment_name((llm.get("model_loading_config") or {}).get("model_id", "?"))] = llm
+            out[llm_deployment_name(model_id_of(llm) or "?")] = llm
     return out
 
 

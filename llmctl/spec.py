@@ -18,6 +18,7 @@ from llmctl.catalog import ModelArch, ModelProfile
 from llmctl.errors import param
 from llmctl.secrets import looks_like_hf_token
 from llmctl.sources import CLOUD_SCHEMES, is_cloud_uri, is_env_name
+from llmctl.serve_facts import LOOPBACK_HOST
 from llmctl.hardware import CPU_DEFAULT_MAX_MODEL_LEN, CPU_DTYPE, CPU_MIN_KV_CACHE_BYTES, GPUType  # noqa: F401 (re-exported)
 
 REMOTE_LORA_SCHEMES = CLOUD_SCHEMES
@@ -380,7 +381,7 @@ class DeploymentSpec:
     app_name: str = DEFAULT_APP_NAME
     route_prefix: str = DEFAULT_ROUTE_PREFIX
     models: tuple[ModelSpec, ...] = field(default_factory=tuple)
-    http_host: str = "127.0.0.1"
+    http_host: str = LOOPBACK_HOST
     http_port: int = 8000
     # Autoscaling of the OpenAiIngress deployment (None: Ray's single replica).
     ingress: Optional[sizing.IngressScaling] = None

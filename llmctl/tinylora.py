@@ -22,6 +22,8 @@ import json
 from pathlib import Path
 from typing import Optional, Sequence
 
+from llmctl.paths import write_atomic
+
 OTHER_BASE = "llmctl-test/other-tiny-llama"
 SEED = 4321
 FILES = ("adapter_config.json", "adapter_model.safetensors")
@@ -80,7 +82,7 @@ def build_tiny_lora(model_dir: Path | str | None, out_dir: Path | str, *, rank: 
     conf = out / "adapter_config.json"
     data = json.loads(conf.read_text())
     data["base_model_name_or_path"] = base_name
-    conf.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_atomic(conf, json.dumps(data, indent=2, sort_keys=True) + "\n")
     return out
 
 

@@ -29,6 +29,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from llmctl.paths import write_atomic
+
 SEED = 1234
 VOCAB_SIZE = 1000
 MAX_MODEL_LEN = 512
@@ -186,12 +188,12 @@ def build_tiny_model(out_dir: Path | str) -> Path:
         p = out / name
         if p.exists():
             data = json.loads(p.read_text())
-            p.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+            write_atomic(p, json.dumps(data, indent=2, sort_keys=True) + "\n")
     gen_cfg = out / "generation_config.json"
     if not gen_cfg.exists():  # pragma: no cover - transformers always writes it
-        gen_cfg.write_text(json.dumps({"bos_token_id": ids[BOS], "eos_token_id": ids[EOS]}, indent=2) + "\n")
+        write_atomic(gen_cfg, json.dumps({"bos_token_id": ids[BOS], "eos_token_id": ids[EOS]}, indent=2) + "\n")
 
-    (out / "tokenizer.json").write_text(tok.to_str(pretty=True) + "\n")
+    write_atomic(out / "tokenizer.json", tok.to_str(pretty=True) + "\n")
     tok_cfg = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "bos_token": BOS,
@@ -204,9 +206,9 @@ def build_tiny_model(out_dir: Path | str) -> Path:
         "model_max_length": MAX_MODEL_LEN,
         "chat_template": CHAT_TEMPLATE,
     }
-    (out / "tokenizer_config.json").write_text(json.dumps(tok_cfg, indent=2, sort_keys=True) + "\n")
+    write_atomic(out / "tokenizer_config.json", json.dumps(tok_cfg, indent=2, sort_keys=True) + "\n")
     special = {"bos_token": BOS, "eos_token": EOS, "unk_token": UNK, "pad_token": PAD}
-    (out / "special_tokens_map.json").write_text(json.dumps(special, indent=2, sort_keys=True) + "\n")
+    write_atomic(out / "special_tokens_map.json", json.dumps(special, indent=2, sort_keys=True) + "\n")
     return out
 
 

@@ -48,15 +48,16 @@ def command_paths() -> list[list[str]]:
     return paths
 
 
-EXIT_CODES = """## Exit codes
+def exit_codes() -> str:
+    """The exit-code table, from llmctl.errors.EXIT_CODES (the one definition; the root --help lists it too)."""
+    from llmctl.errors import EXIT_CODES
+
+    rows = "\n".join(f"| {code} | {text} |" for code, text in EXIT_CODES.items())
+    return f"""## Exit codes
 
 | code | meaning |
 | --- | --- |
-| 0 | success |
-| 1 | the operation ran and failed (deploy failed, unhealthy, timed out; `status`: not every app RUNNING) |
-| 2 | usage or validation error (bad flag, invalid file, does not fit) |
-| 3 | no cluster reachable |
-| 130 | interrupted |
+{rows}
 
 Errors are one line on stderr; `--debug` (or `LLMCTL_DEBUG=1`) shows a
 traceback. Global options (`--debug`) work after the subcommand too:
@@ -73,7 +74,7 @@ def render() -> str:
         "",
         "Commands: " + ", ".join(f"[{' '.join(p)}](#{_anchor(p)})" for p in paths) + ".",
         "",
-        EXIT_CODES,
+        exit_codes(),
         "",
         "## llmctl",
         "",

@@ -16,7 +16,7 @@ FLAG_CASES = [
      "error: --model: unknown model 'nope-model': use a catalog id (`llmctl models`), an HF repo id (org/name), "
      "a local directory with config.json, or s3://… / gs://…"),
     ("close-model-name", ["-m", "qwen3-8", "--gpu", "L4"],
-     "error: --model: unknown model 'qwen3-8' (did you mean qwen3-8b?): use a catalog id (`llmctl models`), an HF repo id "
+     "error: --model: unknown model 'qwen3-8' (did you mean 'qwen3-8b'?): use a catalog id (`llmctl models`), an HF repo id "
      "(org/name), a local directory with config.json, or s3://… / gs://…"),
     ("missing-local-dir", ["-m", "./missing-dir", "--gpu", "cpu"], "error: --model: ./missing-dir: no such directory"),
     ("dir-without-config", ["-m", "{empty_dir}", "--gpu", "cpu"], "error: --model: {empty_dir}: directory has no config.json"),

@@ -1,6 +1,6 @@
 """Issue 24 end to end, on the session's private Ray head with the tiny model
 on vLLM's CPU build: `status --metrics` shows each engine's KV usage and
-running requests while `bench` loads it; `bench --sweep --slo -o --report`
+running requests while `bench` loads it; `bench --sweep --slo --output --report`
 writes a sweep that `plan --gpu cpu --profile` calibrates on and a report
 whose JSON validates; and a SHORT run of bench/capacity.py (1 replica, 4 s
 steps) produces its rows. Structure and relations only: no timing is asserted
@@ -101,7 +101,7 @@ def test_status_metrics_while_bench_runs(cap_app, cluster_home):
 def test_sweep_profile_plan_and_report(cap_app, cluster_home, tmp_path):
     prof, rep = tmp_path / "bench.json", tmp_path / "report"
     r = llmctl("bench", APP, "--sweep", "1,3", "--duration", "4", "--max-tokens", "32", "--prompt-tokens", "32",
-               "--slo", "ttft_p95=5s,itl_p95=200ms", "-o", prof, "--report", rep, timeout=600)
+               "--slo", "ttft_p95=5s,itl_p95=200ms", "--output", prof, "--report", rep, timeout=600)
     assert r.code == 0, r.err
     assert "highest rate within ttft_p95=5000ms,itl_p95=200ms" in r.out
     sweep = json.loads(prof.read_text())

@@ -492,7 +492,7 @@ def test_cli_writes_validates_and_never_overwrites(capsys, tmp_path):
     before = out.read_text()
     again = run_cli(capsys, "kuberay", serve, "--hf-secret", "hf-token:hf_token", "--upgrade-strategy", "None")
     assert again.code == 2 and "already exists" in again.err and out.read_text() == before
-    stdout = run_cli(capsys, "kuberay", serve, "--hf-secret", "hf-token:hf_token", "-o", "-")
+    stdout = run_cli(capsys, "kuberay", serve, "--hf-secret", "hf-token:hf_token", "--output", "-")
     assert stdout.code == 0 and yaml.safe_load(stdout.out)["kind"] == "RayService"
     v = run_cli(capsys, "validate", out)
     assert v.code == 0, v.err

@@ -103,7 +103,7 @@ def test_cli_sweep_writes_profile_and_report(endpoint, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     prof, rep = tmp_path / "b.json", tmp_path / "rep"
     r = run_cli(capsys, "bench", "--url", endpoint, "--sweep", "1,2", "--duration", "0.8", "--max-tokens", "6",
-                "--slo", "ttft_p95=5s,itl_p95=500ms", "-o", prof, "--report", rep)
+                "--slo", "ttft_p95=5s,itl_p95=500ms", "--output", prof, "--report", rep)
     assert r.code == 0, r.err
     assert "highest rate within ttft_p95=5000ms,itl_p95=500ms" in r.out and "goodput req/s" in r.out
     assert json.loads(prof.read_text())["slo"] == {"ttft_p95": 5.0, "itl_p95": 0.5}
@@ -132,7 +132,7 @@ def test_repeat_pools_each_steps_holds(endpoint, tmp_path, capsys):
     # the second pass comes after every step of the first: step 2 started before the first pass ended
     assert data["steps"][1]["t0"] < data["steps"][0]["summary"]["seconds"] + data["steps"][1]["summary"]["seconds"]
     prof = tmp_path / "b.json"
-    r = run_cli(capsys, "bench", "--url", endpoint, "--sweep", "1", "--duration", "0.5", "--repeat", "2", "-o", prof)
+    r = run_cli(capsys, "bench", "--url", endpoint, "--sweep", "1", "--duration", "0.5", "--repeat", "2", "--output", prof)
     assert r.code == 0, r.err
     assert r.err.count("(pass ") == 2 and "2 times (pooled)" in r.out
     assert json.loads(prof.read_text())["steps"][0]["passes"] == 2

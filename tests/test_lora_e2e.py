@@ -103,11 +103,11 @@ def test_lora_end_to_end(cluster_home, tiny_model, tiny_loras, s3_store, tmp_pat
         # deployed anyway, the high-rank adapter fails at query time, and llmctl names why
         c = _chat(endpoint, "tiny:adapter-big")
         assert c.status_code >= 400
-        r = llmctl("bench", "lora_app", "--model", "tiny:adapter-big", "-n", "1", "-c", "1", "--max-tokens", "4", env=env)
+        r = llmctl("bench", "lora_app", "--model-id", "tiny:adapter-big", "--requests", "1", "-c", "1", "--max-tokens", "4", env=env)
         assert r.code == 1, (r.out, r.err)
         assert "error: the adapter's LoRA rank 16 is above engine_kwargs.max_lora_rank 8" in r.err
         assert "fix: set engine_kwargs.max_lora_rank: 16 and redeploy" in r.err
-        r = llmctl("bench", "lora_app", "--model", "tiny:adapter-a", "-n", "2", "-c", "1", "--max-tokens", "4", "--json", env=env)
+        r = llmctl("bench", "lora_app", "--model-id", "tiny:adapter-a", "--requests", "2", "-c", "1", "--max-tokens", "4", "--json", env=env)
         assert r.code == 0 and r.json()["summary"]["done"] == 2, r.err
 
         # what each replica loaded, and what was refused

@@ -13,6 +13,7 @@ import stat
 import pytest
 
 from llmctl import rollout
+from llmctl import serve_facts as sf
 from llmctl.launch import update
 
 LLM = {
@@ -136,11 +137,10 @@ def test_every_global_option_of_a_serve_config_is_judged():
     each application state is either kept or sent again."""
     from ray.serve.schema import ApplicationStatus, ServeDeploySchema
 
-    assert set(update._KEPT_STATES) < set(ApplicationStatus.__members__)
+    assert set(sf.KEPT_STATES) < set(ApplicationStatus.__members__)
 
-    fixed = {"proxy_location", "http_options", "grpc_options"}
-    judged = fixed | {"applications", "target_capacity"} | set(update._APPLIED_GLOBALS)
-    assert set(ServeDeploySchema.model_fields) == judged
+    judged = set(sf.FIXED_GLOBALS) | {"applications", "target_capacity"} | set(sf.APPLIED_GLOBALS)
+    assert set(ServeDeploySchema.model_fields) == judged == {"applications", *sf.GLOBAL_OPTIONS}
 
 
 def test_engine_argument_is_a_rolling_restart_of_every_deployment():
@@ -228,7 +228,7 @@ def test_deployment_names_are_rays():
     fn.args.args[0].annotation, fn.returns, scope = None, None, {}
     exec(compile(ast.Module([fn], []), str(src), "exec"), scope)
     for mid in ("tiny", "Qwen/Qwen2.5-0.5B-Instruct", "meta-llama/Llama-3.1-8B", "a.b/c.d"):
-        assert builders.llm_deployment_name(mid) == "LLMServer:" + scope["_get_deployment_name"](SimpleNamespace(model_id=mid))
+        assert sf.llm_deployment_name(mid) == "LLMServer:" + scope["_get_deployment_name"](SimpleNamespace(model_id=mid))
 
     keyed = app(GPU_LLM)
     keyed["args"]["ingress_cls_config"] = builders.ingress_cls_config(api_key_env="MY_KEY")

@@ -132,7 +132,7 @@ def test_bench_json_counts(day2_app, cluster_home):
 
 
 def test_bench_counts_errors_without_crashing(day2_app, cluster_home):
-    r = llmctl("bench", "--url", day2_app["endpoint"], "--model", "no-such-model", "--requests", "3",
+    r = llmctl("bench", "--url", day2_app["endpoint"], "--model-id", "no-such-model", "--requests", "3",
                "--concurrency", "1", "--api-key-env", "BENCH_KEY", "--json", env={"BENCH_KEY": TEST_API_KEY})
     assert r.code == 1, r.err  # every request failed
     s = r.json()["summary"]
@@ -210,7 +210,7 @@ def _bench(out: Path) -> Proc:
     """`llmctl bench` running, once it has finished a request (its progress
     line on stderr, every 5 s, says how many are done)."""
     load = Proc([sys.executable, "-m", "llmctl", "bench", APP, "--duration", "900", "--concurrency", "2",
-                 "--max-tokens", "8", "--prompt-tokens", "16", "-o", out])
+                 "--max-tokens", "8", "--prompt-tokens", "16", "--output", out])
     deadline = time.monotonic() + 120
     while not re.search(r"\bdone [1-9]", load.text("err")):
         assert load.p.poll() is None and time.monotonic() < deadline, (load.text("out"), load.text("err"))

@@ -328,7 +328,7 @@ def test_kuberay_manifest_mounts_the_api_key_from_the_secret(capsys, tmp_path):
     keyed = tmp_path / "keyed"
     assert run_cli(capsys, "gen-config", "--model", "qwen2.5-7b-instruct", "--gpu", "L4", "--yes", "--api-key-env", "K",
                    "-o", keyed).code == 0
-    r = run_cli(capsys, "kuberay", next(keyed.glob("serve_*.yaml")), "-o", "-")
+    r = run_cli(capsys, "kuberay", next(keyed.glob("serve_*.yaml")), "--output", "-")
     assert r.code == 2 and "--api-key-secret" in r.err
-    r = run_cli(capsys, "kuberay", next(keyed.glob("serve_*.yaml")), "-o", "-", "--api-key-secret", "no-colon")
+    r = run_cli(capsys, "kuberay", next(keyed.glob("serve_*.yaml")), "--output", "-", "--api-key-secret", "no-colon")
     assert r.code == 2 and "--api-key-secret" in r.err and "NAME:KEY" in r.err

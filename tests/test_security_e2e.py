@@ -102,14 +102,14 @@ def test_llmctl_uses_the_key(keyed_app, cluster_home):
     st = llmctl("status", "--json", env=env)
     app = next(a for a in st.json()["applications"] if a["name"] == APP)
     assert app["api_key_env"] == KEY_VAR and KEY not in st.out
-    b = llmctl("bench", APP, "-n", "2", "--concurrency", "1", "--max-tokens", "4", "--json", env=env)
+    b = llmctl("bench", APP, "--requests", "2", "--concurrency", "1", "--max-tokens", "4", "--json", env=env)
     assert b.code == 0, b.err
     data = b.json()
     assert data["summary"]["done"] == 2 and data["summary"]["failed"] == 0 and KEY not in b.out
     # an endpoint given by URL: the key by --api-key-env, or a one-line refusal naming the flag
-    nokey = llmctl("bench", "--url", keyed_app["endpoint"], "-n", "1", env=env)
+    nokey = llmctl("bench", "--url", keyed_app["endpoint"], "--requests", "1", env=env)
     assert nokey.code == 2 and "--api-key-env" in nokey.err and "401" in nokey.err, nokey.err
-    withkey = llmctl("bench", "--url", keyed_app["endpoint"], "-n", "1", "--max-tokens", "4", "--api-key-env", "MY_KEY",
+    withkey = llmctl("bench", "--url", keyed_app["endpoint"], "--requests", "1", "--max-tokens", "4", "--api-key-env", "MY_KEY",
                      "--json", env={**env, "MY_KEY": KEY})
     assert withkey.code == 0 and withkey.json()["summary"]["done"] == 1, withkey.err
 

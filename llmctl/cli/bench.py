@@ -23,6 +23,7 @@ from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
 from llmctl.cli.options import AddressOpt, RayTokenEnvOpt, JsonOpt
 from llmctl.errors import EXIT_FAILED, EXIT_INTERRUPTED, UsageError
+from llmctl import serve_facts as sf
 
 
 def _ms(v: Optional[float]) -> str:
@@ -32,7 +33,7 @@ def _ms(v: Optional[float]) -> str:
 def _line(res) -> str:
     s = res.summary()
     reps = "; ".join(f"{dep} {pts[-1]['running']}/{pts[-1]['target']}" for dep, pts in res.replica_timeline().items()
-                     if dep.startswith("LLMServer"))
+                     if sf.is_llm_server(dep))
     return (f"[{s['seconds']:6.1f}s] done {s['done']} failed {s['failed']} · {s['req_per_s']:.2f} req/s · "
             f"{s['output_tokens_per_s']:.1f} tok/s · TTFT p50 {_ms(s['ttft_s']['p50'])} · ITL p50 {_ms(s['itl_s']['p50'])}"
             + (f" · replicas (running/target) {reps}" if reps else ""))
@@ -70,9 +71,9 @@ def _timeline_text(res) -> list[str]:
 @app.command("bench")
 def bench_cmd(
     app_name: Annotated[Optional[str], typer.Argument(metavar="APP", help="Application to load (default: the only one).")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", metavar="ID", help="Model id to request (default: the app's first); BASE:ADAPTER requests a LoRA adapter of BASE (its first request loads it).")] = None,
+    model: Annotated[Optional[str], typer.Option("--model-id", metavar="ID", help="Model id to request (default: the app's first); BASE:ADAPTER requests a LoRA adapter of BASE (its first request loads it).")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", metavar="N", help="Requests in flight at once.")] = 8,
-    requests: Annotated[Optional[int], typer.Option("--requests", "-n", metavar="N", help="Stop after N requests (default: 5 × concurrency).")] = None,
+    requests: Annotated[Optional[int], typer.Option("--requests", metavar="N", help="Stop after N requests (default: 5 × concurrency).")] = None,
     duration: Annotated[Optional[float], typer.Option("--duration", "-d", metavar="SECONDS", help="Stop after this many seconds instead.")] = None,
     prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", metavar="N", help="About this many prompt tokens per request.")] = 128,
     max_tokens: Annotated[int, typer.Option("--max-tokens", metavar="N", help="Output tokens per request (ignore_eos: exactly this many).")] = 128,
@@ -85,7 +86,7 @@ def bench_cmd(
     rate: Annotated[Optional[float], typer.Option("--rate", metavar="REQ_PER_S", help="Open loop: Poisson arrivals at this rate (--concurrency caps the requests in flight).")] = None,
     sweep: Annotated[Optional[str], typer.Option("--sweep", metavar="STEPS", help="Steps held one after another for --duration each: concurrencies (1,2,4,8) or rates (rate=0.5,1,2). Records per step throughput, TTFT/ITL/latency percentiles, goodput under --slo.")] = None,
     slo: Annotated[Optional[str], typer.Option("--slo", metavar="TARGETS", help="Latency targets, e.g. ttft_p95=500ms,itl_p95=40ms (itl: each request's mean time per output token). With --sweep: goodput per step and the highest rate within them.")] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Write the run as JSON (a sweep: what `llmctl plan --profile` reads).")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", metavar="FILE", help="Write the run as JSON (a sweep: what `llmctl plan --profile` reads).")] = None,
     warmup: Annotated[float, typer.Option("--warmup", metavar="SECONDS", help="With --sweep: leave out of each step the requests started in its first SECONDS (its clients all start at once, and those seconds run faster than the steady state).")] = 0.0,
     repeat: Annotated[int, typer.Option("--repeat", metavar="N", help="With --sweep: run the whole sweep N times and pool each step's requests (a slow drift of the host weighs on every step alike).")] = 1,
     report: Annotated[Optional[Path], typer.Option("--report", metavar="DIR", help="Write DIR/index.html (self-contained), PNG plots and DIR/benchmark_report.json (llm-d benchmark report v0.2).")] = None,
@@ -179,8 +180,9 @@ def bench_cmd(
 
 
 def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    from llmctl.paths import write_atomic
+
+    write_atomic(path, json.dumps(data, indent=1, default=str) + "\n")
     err.print(f"wrote {path}", markup=False, highlight=False)
 
 

@@ -9,8 +9,9 @@ from typing import Optional
 import typer
 from typing_extensions import Annotated
 
+from llmctl.serve_facts import LOOPBACK_HOST
 from llmctl.cli.root import app
-from llmctl.cli.console import err, out, warn
+from llmctl.cli.console import err, out, print_json, warn
 from llmctl.cli.options import (GPU_HELP, ApiKeySecretOpt, ForceOpt, GpusPerNodeOpt, HfSecretOpt, ImageOpt, Multi, NodeSelectorOpt,
                                 OutputDirOpt, UpgradeStrategyOpt, YesOpt, complete_gpu, complete_model)
 
@@ -52,7 +53,7 @@ def gen_config_cmd(
     gpu_memory_utilization: Annotated[Optional[float], typer.Option("--gpu-memory-utilization", metavar="FRACTION", help="vLLM gpu_memory_utilization in (0, 1] (default: vLLM's, not written).")] = None,
     app_name: Annotated[Optional[str], typer.Option("--app-name", metavar="NAME", help="Serve application name (default llm_app).")] = None,
     route_prefix: Annotated[Optional[str], typer.Option("--route-prefix", metavar="PREFIX", help="HTTP route prefix (default /).")] = None,
-    http_host: Annotated[Optional[str], typer.Option("--http-host", metavar="HOST", help="Serve HTTP host in the serve file (default 127.0.0.1).")] = None,
+    http_host: Annotated[Optional[str], typer.Option("--http-host", metavar="HOST", help=f"Serve HTTP host in the serve file (default {LOOPBACK_HOST}).")] = None,
     http_port: Annotated[Optional[int], typer.Option("--http-port", metavar="PORT", min=1, max=65535, help="Serve HTTP port in the serve file (default 8000).")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", metavar="NAME", help="Require an API key on the endpoint (401 without 'Authorization: Bearer <key>' on every route): NAME of the environment variable holding it on the cluster's nodes. Never the key. In a terminal it is asked (default on for GPUs).")] = None,
     kuberay: Annotated[bool, typer.Option("--kuberay", help="Also write rayservice_<timestamp>.yaml: a KubeRay RayService of the same app (see llmctl kuberay).")] = False,
@@ -67,10 +68,12 @@ def gen_config_cmd(
     isl: Annotated[int, typer.Option("--isl", metavar="TOKENS", help="With --slo: prompt tokens per request.")] = 1000,
     osl: Annotated[int, typer.Option("--osl", metavar="TOKENS", help="With --slo: output tokens per request.")] = 200,
     price: Annotated[Optional[str], typer.Option("--price", metavar="GPU=USD,...", help="With --slo: USD per GPU-hour (default: llmctl's dated table).")] = None,
-    profile: Annotated[Optional[list[Path]], typer.Option("--profile", metavar="FILE", help="With --slo: `bench --sweep -o` files to calibrate on (needed for --gpu cpu).")] = None,
+    profile: Annotated[Optional[list[Path]], typer.Option("--profile", metavar="FILE", help="With --slo: `bench --sweep --output` files to calibrate on (needed for --gpu cpu).")] = None,
     output_dir: OutputDirOpt = Path("."),
     yes: YesOpt = False,
     force: ForceOpt = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON on stdout instead of a table (asks nothing: "
+                                                          "every missing answer is an error naming its flag).")] = False,
 ) -> None:
     """Write Ray Serve LLM configs: model_config/<id>.yaml and serve_<timestamp>.yaml.
 
@@ -97,10 +100,14 @@ def gen_config_cmd(
         api_key_env=api_key_env,
     )
     if slo is not None:
-        _apply_slo(flags, slo=slo, rate=rate, isl=isl, osl=osl, price=price, profile=profile)
+        from llmctl.planner import capacity
+
+        table = capacity(**G.slo_question(flags), slo=slo, rate=rate, isl=isl, osl=osl, price=price,
+                         profile=[str(p) for p in profile or []])
+        err.print(G.apply_capacity(flags, table), markup=False, highlight=False)
     elif rate is not None or price is not None or profile:
         raise UsageError("--rate, --price and --profile size for a latency goal: add --slo (e.g. --slo ttft_p95=500ms,itl_p95=40ms)")
-    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    interactive = sys.stdin.isatty() and sys.stdout.isatty() and not json_out
     if len(flags.model_ids) > 1 and len(flags.model_ids) != len(flags.models):
         raise UsageError(f"--model-id given {len(flags.model_ids)} times for {len(flags.models)} models; give it once per --model")
     spec = collect(Session(interactive=interactive, assume_yes=yes), flags)
@@ -126,7 +133,7 @@ def gen_config_cmd(
             err.print("Nothing written.")
             raise typer.Exit(1)
     G.write(gen, force=force)
-    if not asked:
+    if not asked and not json_out:
         _summary(spec)
     for d in gen.diagnostics:
         if not d.is_error:
@@ -136,10 +143,16 @@ def gen_config_cmd(
     if spec.api_key_env is None and any(not m.gpu.is_cpu for m in spec.models):
         err.print("warning: the endpoint has no API key: anyone who reaches it uses the GPUs "
                   "(--api-key-env NAME requires one)", markup=False, highlight=False)
+    serve = gen.serve_file
+    if json_out:
+        print_json({"written": [str(p) for p in gen.written], "serve_file": str(serve),
+                    "manifest": str(gen.manifest.path) if gen.manifest is not None else None,
+                    "models": [m.model_id for m in spec.models],
+                    "next": [f"llmctl validate {_q(serve)}", f"llmctl up {_q(serve)}"]})
+        return
     out.print("Wrote:")
     for p in gen.written:
         out.print(f"  {p}", markup=False)
-    serve = gen.serve_file
     out.print("Next:")
     out.print(f"  llmctl validate {_q(serve)}", markup=False)
     if spec.api_key_env:
@@ -174,34 +187,3 @@ def _summary(spec) -> None:
     for r in rows:
         for reason in r["reasons"]:
             out.print(f"  {r['model_id']}: {reason}", markup=False)
-
-
-def _apply_slo(flags, *, slo, rate, isl, osl, price, profile) -> None:
-    """Fill the answers `plan --slo` decides (what the user gave stays)."""
-    from llmctl.errors import UsageError
-    from llmctl.perf.capacity import BOUND_TEXT
-    from llmctl.planner import capacity
-
-    if len(flags.models) != 1:
-        raise UsageError("--slo: give exactly one --model (the capacity plan is per model)")
-    if len(flags.gpus) > 1 or len(flags.tps) > 1:
-        raise UsageError("--slo: give --gpu and --tp at most once")
-    table = capacity(flags.models[0], slo=slo, rate=rate, isl=isl, osl=osl, gpu=flags.gpus[0] if flags.gpus else None,
-                     tp=flags.tps[0] if flags.tps else None, price=price, profile=[str(p) for p in profile or []],
-                     max_model_len=flags.max_model_lens[0] if flags.max_model_lens else None)
-    meets = [r for r in table.rows if r.meets]
-    best = table.cheapest or (min(meets, key=lambda r: ((r.replicas or 1) * r.tp, -r.max_rate)) if meets else None)
-    if best is None:
-        raise UsageError(f"--slo: no setup meets {table.slo.text()}" + (f" at {rate:g} req/s" if rate else "")
-                         + " (see `llmctl plan --slo`); relax the targets or pass --tp / --gpu")
-    flags.gpus = flags.gpus or [best.gpu]
-    flags.tps = flags.tps or [str(best.tp)]
-    flags.min_replicas = flags.min_replicas or ["1"]
-    flags.max_replicas = flags.max_replicas or [str(max(best.replicas or 1, int(flags.min_replicas[0])))]
-    flags.max_ongoing_requests = flags.max_ongoing_requests or [str(best.max_ongoing_requests)]
-    flags.target_ongoing_requests = flags.target_ongoing_requests or [str(best.target_ongoing_requests)]
-    warn_text = (f"capacity (estimate): {best.gpu} TP {best.tp}: {best.max_rate:.2f} req/s per replica within "
-                 f"{table.slo.text()} at {best.max_ongoing_requests} concurrent requests ({BOUND_TEXT.get(best.bound, best.bound)})"
-                 + (f"; {best.replicas} replica(s) for {rate:g} req/s" if rate else "")
-                 + (f", ${best.usd_per_hour:.2f}/hour" if best.usd_per_hour is not None else ""))
-    err.print(warn_text, markup=False, highlight=False)

@@ -9,15 +9,15 @@ import typer
 from typing_extensions import Annotated
 
 from llmctl.cli.root import app
-from llmctl.cli.console import err, out
-from llmctl.cli.options import (ApiKeySecretOpt, ForceOpt, GpusPerNodeOpt, HfSecretOpt, ImageOpt, NodeSelectorOpt,
+from llmctl.cli.console import err, out, print_json
+from llmctl.cli.options import (ApiKeySecretOpt, ForceOpt, JsonOpt, GpusPerNodeOpt, HfSecretOpt, ImageOpt, NodeSelectorOpt,
                                 UpgradeStrategyOpt)
 
 
 @app.command("kuberay")
 def kuberay_cmd(
     serve_file: Annotated[Path, typer.Argument(metavar="SERVE_FILE", help="A serve config (serve_*.yaml) to convert.")],
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Where to write the manifest ('-' for stdout; default rayservice_<timestamp>.yaml next to the serve file).")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", metavar="FILE", help="Where to write the manifest ('-' for stdout; default rayservice_<timestamp>.yaml next to the serve file).")] = None,
     name: Annotated[Optional[str], typer.Option("--name", metavar="NAME", help="RayService name (default: from the app name; at most 47 characters).")] = None,
     gpus_per_node: GpusPerNodeOpt = None,
     node_selector: NodeSelectorOpt = "none",
@@ -28,6 +28,7 @@ def kuberay_cmd(
     initializing_timeout: Annotated[str, typer.Option("--initializing-timeout", metavar="DURATION", help="ray.io/initializing-timeout: fail a RayService whose pods never start (default 30m).")] = "30m",
     working_dir: Annotated[Optional[Path], typer.Option("--working-dir", metavar="DIR", file_okay=False, help="Where relative llm_configs paths are opened (default: the current directory).")] = None,
     force: ForceOpt = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Write a KubeRay RayService (ray.io/v1) for a serve config, validated offline; apply it with kubectl."""
     from llmctl.kuberay.manifest import KubeOptions, default_output, from_serve_file
@@ -38,11 +39,19 @@ def kuberay_cmd(
     m = from_serve_file(serve_file, opts, working_dir=working_dir)
     for note in m.notes:
         err.print(f"note: {note}", markup=False, highlight=False)
-    if output is not None and str(output) == "-":
+    to_stdout = output is not None and str(output) == "-"
+    if to_stdout and json_out:
+        print_json({"manifest": m.data, "notes": m.notes})
+        return
+    if to_stdout:
         typer.echo(m.text, nl=False)
         return
     target = (output or default_output(serve_file)).expanduser().resolve()
     write_all([Rendered(target, m.text, m.data)], force=force)
+    if json_out:
+        print_json({"written": [str(target)], "notes": m.notes,
+                    "next": [f"llmctl validate {target}", f"kubectl apply -f {target}"]})
+        return
     out.print(f"Wrote: {target}", markup=False, highlight=False)
     out.print("Next:", markup=False)
     out.print(f"  llmctl validate {target}", markup=False, highlight=False)

@@ -55,7 +55,7 @@ def ls_cmd(
         for d in lst.failures:
             err.print(f"  load failure seen in the logs: {d.cause}\n    fix: {d.fix}", markup=False, highlight=False)
         if lst.available:
-            out.print(f"next: llmctl bench {lst.app} --model {lst.model_id}:{lst.available[0]} -n 1 · "
+            out.print(f"next: llmctl bench {lst.app} --model-id {lst.model_id}:{lst.available[0]} --requests 1 · "
                       f"llmctl lora push DIR {lst.app}/NAME", markup=False)
 
 
@@ -63,7 +63,7 @@ def ls_cmd(
 def push_cmd(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="A peft adapter directory (adapter_config.json, adapter_model.safetensors).")],
     where: Annotated[str, typer.Argument(metavar="APP/NAME", help="The application and the adapter's name in its store (requested as MODEL:NAME); or s3://BUCKET/PATH/NAME to fill a store before deploying (this shell's AWS settings).")],
-    model: Annotated[Optional[str], typer.Option("--model", metavar="ID", help="The base model, when the app serves several with LoRA.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model-id", metavar="ID", help="The base model, when the app serves several with LoRA.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Push an adapter llmctl expects vLLM to refuse (rank, base model, target modules).")] = False,
     address: AddressOpt = None,
     ray_token_env: RayTokenEnvOpt = None,
@@ -95,5 +95,5 @@ def push_cmd(
         err.print(f"warning: {w}", markup=False, highlight=False)
     out.print(f"pushed {directory} to {res.uri}/{res.name}/ ({len(res.keys)} objects); request it as model "
               f"\"{res.request_model}\" (no redeploy)", markup=False)
-    out.print(f"next: llmctl bench {res.app} --model {res.request_model} -n 1 · llmctl lora ls {res.app}", markup=False)
+    out.print(f"next: llmctl bench {res.app} --model-id {res.request_model} --requests 1 · llmctl lora ls {res.app}", markup=False)
 

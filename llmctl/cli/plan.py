@@ -43,7 +43,7 @@ def plan_cmd(
     isl: Annotated[int, typer.Option("--isl", metavar="TOKENS", help="With --slo, --concurrency or --rate: prompt tokens per request.")] = 1000,
     osl: Annotated[int, typer.Option("--osl", metavar="TOKENS", help="With --slo, --concurrency or --rate: output tokens per request.")] = 200,
     price: Annotated[Optional[str], typer.Option("--price", metavar="GPU=USD,...", help="With --slo: USD per GPU-hour, overriding llmctl's dated default table (e.g. L4=0.70,H100=2.99).")] = None,
-    profile: Annotated[Optional[list[Path]], typer.Option("--profile", metavar="FILE", help="With --slo: a `bench --sweep -o` file (repeatable: one per replica count) to fit the model's efficiencies to; needed for --gpu cpu.")] = None,
+    profile: Annotated[Optional[list[Path]], typer.Option("--profile", metavar="FILE", help="With --slo: a `bench --sweep --output` file (repeatable: one per replica count) to fit the model's efficiencies to; needed for --gpu cpu.")] = None,
     gpus_per_node: GpusPerNodeOpt = None,
     json_: JsonOpt = False,
 ) -> None:
@@ -193,7 +193,7 @@ def _render_capacity(table) -> None:
     _print_extrapolations(table.rows)
     out.print("These are estimates of a step-time model of vLLM, not measurements: docs/capacity.md gives its accuracy "
               "per GPU, model kind, precision and TP on 751 measured points (JSON: each row's 'band'). Measure yours "
-              "with `llmctl bench --sweep ... --slo ... -o bench.json` and calibrate with --profile bench.json.", markup=False)
+              "with `llmctl bench --sweep ... --slo ... --output bench.json` and calibrate with --profile bench.json.", markup=False)
     if best is not None:
         out.print(f"Next: llmctl gen-config --model {table.profile.id} --slo {table.slo.text()}"
                   + (f" --rate {table.rate:g}" if table.rate else "") + f" --isl {table.isl} --osl {table.osl}", markup=False)

@@ -6,6 +6,13 @@ from __future__ import annotations
 import typer
 
 from llmctl import __version__
+from llmctl.errors import EXIT_CODES
+
+
+def _exit_codes_epilog() -> str:
+    """The root --help's list of exit codes, from llmctl.errors.EXIT_CODES ("\\b": click keeps the lines as they are)."""
+    return "\b\nExit codes:\n" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODES.items())
+
 
 app = typer.Typer(
     name="llmctl",
@@ -14,6 +21,7 @@ app = typer.Typer(
     add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    epilog=_exit_codes_epilog(),
 )
 
 

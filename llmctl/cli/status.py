@@ -11,6 +11,7 @@ from llmctl.cli.root import app
 from llmctl.cli.console import out, print_json
 from llmctl.cli.options import AddressOpt, RayTokenEnvOpt, JsonOpt
 from llmctl.errors import EXIT_FAILED, EXIT_OK
+from llmctl import serve_facts as sf
 
 from llmctl.cli.views import engines_table, replicas_text
 
@@ -54,7 +55,7 @@ def _status_table(rep):
                 msgs.append(Text(f"{a.name}/{d.name}: {d.autoscaling}", style="cyan"))
             if d.rollout:  # mid-rollout: old and new replicas, the wave
                 msgs.append(Text(f"{a.name}/{d.name}: {d.rollout}", style="cyan"))
-        if a.status != "RUNNING":
+        if a.status != sf.APP_RUNNING:
             if a.message:
                 msgs.append(Text(f"{a.name}: {a.message.splitlines()[0]}", style="yellow"))
             for d in a.deployments:

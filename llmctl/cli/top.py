@@ -26,7 +26,7 @@ def top_cmd(
     ray_token_env: RayTokenEnvOpt = None,
     metrics_url: Annotated[Optional[str], typer.Option("--metrics-url", metavar="URL", help="Ray's metrics endpoint of the node running the replicas (default: the local head's).")] = None,
     interval: Annotated[float, typer.Option("--interval", metavar="SECONDS", help="Seconds between refreshes.")] = 2.0,
-    iterations: Annotated[Optional[int], typer.Option("--iterations", "-n", metavar="N", help="Stop after N refreshes (default: until Ctrl-C).")] = None,
+    iterations: Annotated[Optional[int], typer.Option("--iterations", metavar="N", help="Stop after N refreshes (default: until Ctrl-C).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Live vLLM engine metrics per replica: running/waiting requests, KV-cache usage, generation tokens/s, TTFT."""

@@ -12,35 +12,24 @@ from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json
 from llmctl.cli.flags import cli_text
 from llmctl.cli.options import AddressOpt, RayTokenEnvOpt, JsonOpt
-from llmctl.errors import DeployFailed, UsageError
+from llmctl.errors import UsageError
 
 from llmctl.cli.views import ProgressView, follow_logs, next_steps, print_ready
 
-MAX_FIX_ROUNDS = 3
-
-
-def _apply_fixes(file: Path, fixable: list, yes: bool) -> None:
-    """Show each fix as a diff, apply it after confirmation (old file kept as .bak)."""
+def _approve_fix(yes: bool):
+    """``approve`` of the core's fix loop (llmctl.launch.fix.iter_up_fixing): --yes, else ask on a terminal."""
     import sys
 
-    from llmctl.launch import fix as fixmod
     from llmctl.prompts import ask_confirm
 
-    done: set[str] = set()
-    for app_name, model_id, d in fixable:
-        if model_id in done:
-            continue
-        plan = fixmod.plan(file, app_name, model_id, d.changes, cause=d.cause, fix=d.fix)
-        err.print(f"fix for {model_id}: {d.fix}", markup=False, highlight=False)
-        err.print(plan.diff(), markup=False, highlight=False)
-        if not yes:
-            if not (sys.stdin.isatty() and sys.stdout.isatty()):
-                raise UsageError(f"--fix: {plan.file} would change as shown; pass --yes to apply it without a terminal")
-            if not ask_confirm(f"Apply this change to {plan.file}?", True):
-                raise UsageError("--fix: change not applied; nothing was redeployed")
-        bak = fixmod.apply(plan)
-        err.print(f"changed {plan.file} (the old one is {bak}); deploying again …", markup=False)
-        done.add(model_id)
+    def approve(plan) -> bool:
+        if yes:
+            return True
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            raise UsageError(f"--fix: {plan.file} would change as shown; pass --yes to apply it without a terminal")
+        return ask_confirm(f"Apply this change to {plan.file}?", True)
+
+    return approve
 
 
 def _confirm_on_terminal(plan) -> bool:
@@ -60,42 +49,23 @@ def _confirm_on_terminal(plan) -> bool:
 
 TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="Seconds to wait for RUNNING before giving up (the app keeps deploying).")]
 
-def _lora_models(result, file: Path) -> dict[str, list[str]]:
-    """Base model id -> adapters /v1/models lists (the ingress reads the store), for models with a LoRA path."""
-    import httpx
-    import yaml
-
-    from llmctl.builders import app_llm_configs
-    from llmctl.cli.validate import _inlined
-
-    try:
-        data = _inlined(yaml.safe_load(file.read_text(encoding="utf-8")), None)
-    except (OSError, ValueError, yaml.YAMLError):
-        return {}
-    bases = {str((llm.get("model_loading_config") or {}).get("model_id")) for app in data.get("applications") or []
-             for _, llm in app_llm_configs(app) if isinstance(llm, dict) and llm.get("lora_config")}
-    if not bases or not result.endpoint:
-        return {}
-    try:
-        from llmctl.launch import apikey
-        from llmctl.launch.cluster import running_state
-
-        key = apikey.key_value(result.api_key_env, running_state() if result.local else None)
-        listed = [m.get("id", "") for m in httpx.get(result.endpoint + "/models", timeout=15, trust_env=False,
-                                                     headers=apikey.headers(key)).json().get("data", [])]
-    except (httpx.HTTPError, ValueError, AttributeError):
-        listed = []
-    return {b: [m.split(":", 1)[1] for m in listed if m.startswith(b + ":")] for b in sorted(bases)}
-
-
 def drive(events, view, *, dry_run: bool, json_out: bool):
     """Show an up / rollback event stream (the plan, steps, progress) and
     return its result: a dry run prints the plan (as JSON with --json)."""
     from llmctl import launch
+    from llmctl.launch import fix as fixmod
 
     result = None
     for ev in events:
-        if isinstance(ev, launch.PlanReady):
+        if isinstance(ev, fixmod.FixNeeded):
+            view.close()
+            err.print(f"error: {cli_text(ev.error)}", markup=False, highlight=False)
+        elif isinstance(ev, fixmod.FixProposed):
+            err.print(f"fix for {ev.plan.model_id}: {ev.plan.fix}", markup=False, highlight=False)
+            err.print(ev.plan.diff(), markup=False, highlight=False)
+        elif isinstance(ev, fixmod.FixApplied):
+            err.print(f"changed {ev.plan.file} (the old one is {ev.backup}); deploying again …", markup=False)
+        elif isinstance(ev, launch.PlanReady):
             if dry_run and json_out:
                 print_json(ev.plan.to_json())
             elif dry_run:
@@ -134,25 +104,21 @@ def up_cmd(
 
     if timeout <= 0:
         raise UsageError(f"--timeout must be positive (got {timeout:g})")
-    result = None
     confirm = None if yes or dry_run else _confirm_on_terminal
-    for attempt in range(MAX_FIX_ROUNDS + 1):
-        view = ProgressView()
-        try:
-            result = drive(launch.iter_up(file, address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus,
-                                          num_gpus=num_gpus, preflight=not no_preflight, send_token=send_token,
-                                          http_host=http_host, dry_run=dry_run, confirm=confirm, ray_token_env=ray_token_env),
-                           view, dry_run=dry_run, json_out=json_out)
-            break
-        except DeployFailed as e:
-            view.close()
-            fixable = [(a, m, d) for a, m, d in e.diagnoses if d.changes and m]
-            if not fix or not fixable or attempt == MAX_FIX_ROUNDS:
-                raise
-            err.print(f"error: {cli_text(e)}", markup=False, highlight=False)
-            _apply_fixes(file, fixable, yes)
-        finally:
-            view.close()
+    options = dict(address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus, num_gpus=num_gpus,
+                   preflight=not no_preflight, send_token=send_token, http_host=http_host, dry_run=dry_run,
+                   confirm=confirm, ray_token_env=ray_token_env)
+    if fix:
+        from llmctl.launch.fix import iter_up_fixing
+
+        events = iter_up_fixing(file, approve=_approve_fix(yes), **options)
+    else:
+        events = launch.iter_up(file, **options)
+    view = ProgressView()
+    try:
+        result = drive(events, view, dry_run=dry_run, json_out=json_out)
+    finally:
+        view.close()
     assert result is not None
     if dry_run:
         if not json_out:
@@ -165,7 +131,9 @@ def up_cmd(
         out.print(f"deployed {names}; not waiting for RUNNING", markup=False)
         out.print(next_steps(result.apps[0].name if result.apps else "APP", result.local), markup=False)
     else:
-        print_ready(result, lora=_lora_models(result, file))
+        from llmctl.launch.lora import served_adapters
+
+        print_ready(result, lora=served_adapters(result, file))
     if follow and result.running:
         from llmctl.launch.address import resolve_target
 

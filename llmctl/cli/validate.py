@@ -103,7 +103,9 @@ def _lora_diags(files: List[Path], diags: list, remote: bool, local: bool, worki
         if not isinstance(data, dict) or "applications" not in data:
             continue
         if not remote:
-            out += not_checked_note(_inlined(data, working_dir), str(f))
+            from llmctl.validate.files import inline_llm_configs
+
+            out += not_checked_note(inline_llm_configs(data, working_dir), str(f))
             continue
         from llmctl.errors import ClusterUnreachable
         from llmctl.launch.address import resolve_target
@@ -117,22 +119,6 @@ def _lora_diags(files: List[Path], diags: list, remote: bool, local: bool, worki
     return out
 
 
-def _inlined(data: dict, working_dir: Optional[Path]) -> dict:
-    """The serve config with its model config files read in (already validated: no checks here)."""
-    import yaml
-
-    from llmctl import builders
-    from llmctl.validate.files import config_file_path
-
-    wd = (working_dir or Path.cwd()).resolve()
-    for one in data.get("applications") or []:
-        for slot, entry in list(builders.app_llm_configs(one)) if isinstance(one, dict) else []:
-            if isinstance(entry, str):
-                try:
-                    builders.set_in(one, slot, yaml.safe_load(config_file_path(entry, wd).read_text(encoding="utf-8")))
-                except (OSError, ValueError, yaml.YAMLError):
-                    pass
-    return data
 
 
 def summary(n_files: int, warnings: list, unchecked: list) -> str:

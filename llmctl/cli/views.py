@@ -5,6 +5,8 @@ otherwise; results go to stdout."""
 
 from __future__ import annotations
 
+import json
+import sys
 import contextlib
 import signal
 import threading
@@ -174,8 +176,9 @@ def ctrl_c() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
-def follow_logs(target, app_name: Optional[str], lines: int) -> None:
-    """Print the app's logs as they are written until Ctrl-C (exit 0; the app keeps running)."""
+def follow_logs(target, app_name: Optional[str], lines: int, *, json_out: bool = False) -> None:
+    """Print the app's logs as they are written until Ctrl-C (exit 0; the app keeps running);
+    ``json_out``: one JSON object per line (JSON Lines)."""
     from llmctl.launch import logs
 
     with ctrl_c() as pressed:
@@ -183,7 +186,11 @@ def follow_logs(target, app_name: Optional[str], lines: int) -> None:
         gen = logs.follow(target, app_name, lines, stop=pressed)
         try:
             for ln in gen:
-                out.print(f"[{ln.source}] {ln.text}", markup=False, highlight=False)
+                if json_out:
+                    sys.stdout.write(json.dumps({"source": ln.source, "text": ln.text}) + "\n")
+                    sys.stdout.flush()
+                else:
+                    out.print(f"[{ln.source}] {ln.text}", markup=False, highlight=False)
         except KeyboardInterrupt:
             pass
         finally:

@@ -78,6 +78,7 @@ from typing import Any
 from llmctl.engine_args.configs import describe
 from llmctl.engine_args.kinds import CliArg, classify, entry, flatten  # noqa: F401  (classify: public)
 from llmctl.engine_args.table import TABLE_FORMAT, installed_vllm  # light: no vllm import
+from llmctl.paths import write_atomic
 
 _FRONTEND_MODULES = ("vllm.entrypoints.launchers.cli_args", "vllm.entrypoints.common.cli_args",
                      "vllm.entrypoints.openai.cli_args")
@@ -296,7 +297,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m llmctl.engine_args.introspect OUT.json", file=sys.stderr)
         return 2
     table = introspect()
-    Path(argv[1]).write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
+    write_atomic(Path(argv[1]), json.dumps(table, indent=1) + "\n")
     return 0
 
 

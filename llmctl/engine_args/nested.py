@@ -24,13 +24,13 @@ A key that is no field of the target's class:
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from llmctl.engine_args.scalars import _check_list, _check_scalar, _is_int, _show
 from llmctl.engine_args.table import ArgSpec, ConfigSpec, Configs, FieldShape, shipped_table, shipped_versions
+from llmctl.suggest import closest, phrase
 from llmctl.vllm_version import parse_vllm_version
 
 Shape = Union[ArgSpec, FieldShape]
@@ -132,7 +132,7 @@ class _Checker:
                                "(pass --vllm-version if the replicas run a newer vLLM)", "warning", "newer-engine-arg")
             return
         near = suggest_field(name, cfg)
-        hint = f" (did you mean '{near}'?)" if near else ""
+        hint = phrase(near)
         if cfg.extra != "forbid":
             self.add(path, f"not a field of {where}{hint}; vLLM ignores it", "error" if self.strict else "warning",
                      "ignored-engine-arg")
@@ -146,8 +146,7 @@ def suggest_field(name: str, cfg: ConfigSpec) -> Optional[str]:
     key = name.strip().replace("-", "_")
     if key in cfg.fields and key != name:
         return key
-    m = difflib.get_close_matches(key, list(cfg.fields), n=1, cutoff=0.6)
-    return m[0] if m else None
+    return closest(key, cfg.fields)
 
 
 def config_at(spec: ArgSpec, path: tuple) -> Optional[ConfigSpec]:

@@ -24,15 +24,11 @@ def _show(v: Any) -> str:
 
 
 def _choice_error(value: Any, choices: tuple) -> str:
-    import difflib
+    from llmctl.suggest import did_you_mean
 
     msg = f"must be one of {_choices_text(choices)}; got {_show(value)}"
     if isinstance(value, str):
-        strs = [str(c) for c in choices]
-        m = difflib.get_close_matches(value, strs, n=1, cutoff=0.6) or difflib.get_close_matches(value.lower(), [s.lower() for s in strs], n=1, cutoff=0.6)
-        if m:
-            hit = next((s for s in strs if s.lower() == m[0].lower()), m[0])
-            msg += f" (did you mean '{hit}'?)"
+        msg += did_you_mean(value, choices)
     return msg
 
 

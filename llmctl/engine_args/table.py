@@ -15,6 +15,7 @@ from typing import Any, Optional, Sequence
 
 from llmctl.engine_args.kinds import expected_text
 from llmctl.vllm_version import VllmVersion, parse_vllm_version, reference_vllm
+from llmctl.paths import write_atomic
 
 #: One table per vLLM release llmctl ships, read from its published source
 #: (scripts/build_engine_args.py --from-source): vllm-X.Y.Z.json.
@@ -299,16 +300,11 @@ def _cached_or_introspected(dist: str, version: str) -> dict[str, ArgSpec]:
                 return specs
         except (OSError, ValueError, KeyError, TypeError):
             pass  # unreadable cache: rebuild it
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        _introspect_to(Path(tmp))
-        specs, _ = load_table(Path(tmp))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with tempfile.TemporaryDirectory(prefix="llmctl-introspect-") as d:
+        tmp = Path(d) / path.name
+        _introspect_to(tmp)
+        specs, _ = load_table(tmp)
+        write_atomic(path, tmp.read_bytes())
     return specs
 
 
@@ -405,22 +401,22 @@ def other_release_with(name: str, table: ArgTable) -> tuple[Optional[str], Optio
 
 def suggest(name: str, specs: Optional[Mapping[str, ArgSpec]] = None) -> Optional[str]:
     """The closest argument name, or None."""
-    import difflib
+    from llmctl.suggest import closest
 
     names = list((specs if specs is not None else engine_args()[0]).keys())
     key = normalize_name(name)
     if key in names and key != name:
         return key
-    m = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
-    return m[0] if m else None
+    return closest(key, names)
 
 
 def unknown_reason(name: str, specs: Mapping[str, ArgSpec], origin: Optional[str] = None) -> str:
     """Why ``name`` is refused: ``not an engine argument of <origin>`` (or
     ``not a vLLM engine argument`` without an origin), with the closest name."""
-    s = suggest(name, specs)
+    from llmctl.suggest import phrase
+
     what = f"not an engine argument of {origin}" if origin else "not a vLLM engine argument"
-    return what + (f" (did you mean '{s}'?)" if s else "")
+    return what + phrase(suggest(name, specs))
 
 
 _unknown = unknown_reason

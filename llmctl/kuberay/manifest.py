@@ -29,6 +29,7 @@ from llmctl.errors import UsageError, ValidationFailed
 from llmctl.validate.rayservice import nodes
 from llmctl.validate.rayservice.checks import NAME_MAX, UPGRADE_TYPES
 from llmctl.sources import looks_local_path
+from llmctl.serve_facts import model_id_of
 
 TOKEN_ENVS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
@@ -184,7 +185,7 @@ def _serve_for_pods(serve: dict, drop_token_refs: bool) -> tuple[dict, list[str]
 def _gated(serve: dict) -> list[str]:
     from llmctl.builders import app_llm_configs
 
-    return [str((llm.get("model_loading_config") or {}).get("model_id")) for app in serve.get("applications") or []
+    return [str(model_id_of(llm)) for app in serve.get("applications") or []
             for _, llm in app_llm_configs(app) if set(((llm.get("runtime_env") or {}).get("env_vars") or {})) & set(TOKEN_ENVS)]
 
 

@@ -13,6 +13,7 @@ import urllib.parse
 from dataclasses import dataclass
 
 from llmctl.errors import ClusterUnreachable, UsageError, param
+from llmctl.serve_facts import LOCALHOST, LOOPBACK_HOST
 from llmctl.launch import raytoken
 from llmctl.launch.cluster import ClusterState, running_state
 
@@ -72,7 +73,7 @@ def resolve_target(address: str | None, ray_token_env: str | None = None) -> Tar
             return Target(url, local, local.ray_token)
         return Target(url, None, raytoken.remote_token(ray_token_env)[0])
     hostport = addr[len("ray://") :] if addr.startswith("ray://") else addr
-    if local is not None and hostport in {f"{host}:{local.ports[p]}" for host in ("127.0.0.1", "localhost")
+    if local is not None and hostport in {f"{host}:{local.ports[p]}" for host in (LOOPBACK_HOST, LOCALHOST)
                                           for p in ("gcs", "client_server")}:
         return Target(local.dashboard_url, local, local.ray_token)
     token = raytoken.remote_token(ray_token_env)[0]

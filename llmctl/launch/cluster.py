@@ -65,6 +65,8 @@ from llmctl.errors import LlmctlError
 from llmctl.launch import raytoken, tokens
 from llmctl.launch.ports import RAY_DEFAULT_PORTS, WORKER_PORTS, pick_ports  # noqa: F401 (re-exported)
 from llmctl.paths import llmctl_home, write_atomic
+from llmctl.poll import poll_until
+from llmctl.serve_facts import LOOPBACK_HOST
 
 STATE_VERSION = 2  # 2: the leader's psutil creation time instead of /proc start ticks
 START_TIMEOUT_S = 90.0
@@ -101,7 +103,7 @@ class ClusterState:
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.serve_http_port}"
+        return f"http://{LOOPBACK_HOST}:{self.serve_http_port}"
 
     @property
     def ray_token(self) -> str | None:
@@ -293,9 +295,9 @@ def _head_command(ports: dict[str, int], temp_dir: str, num_cpus: int, num_gpus:
         extra += ["--num-gpus", str(num_gpus)]
     return [
         ray_executable(), "start", "--head", "--block",
-        "--node-ip-address", "127.0.0.1",
+        "--node-ip-address", LOOPBACK_HOST,
         "--port", str(ports["gcs"]),
-        "--dashboard-host", "127.0.0.1",
+        "--dashboard-host", LOOPBACK_HOST,
         "--dashboard-port", str(ports["dashboard"]),
         "--ray-client-server-port", str(ports["client_server"]),
         "--node-manager-port", str(ports["node_manager"]),
@@ -389,8 +391,8 @@ def _start(*, num_cpus: int | None = None, num_gpus: int | None = None, resource
             pid=proc.pid,
             pid_create_time=created or 0.0,
             ports=ports,
-            dashboard_url=f"http://127.0.0.1:{ports['dashboard']}",
-            gcs_address=f"127.0.0.1:{ports['gcs']}",
+            dashboard_url=f"http://{LOOPBACK_HOST}:{ports['dashboard']}",
+            gcs_address=f"{LOOPBACK_HOST}:{ports['gcs']}",
             temp_dir=temp_dir,
             serve_http_port=ports["serve_http"],
             num_cpus=num_cpus,
@@ -401,15 +403,12 @@ def _start(*, num_cpus: int | None = None, num_gpus: int | None = None, resource
             ray_token_file=str(ray_token_file),
         )
         save_state(state)  # before waiting: an interrupted start can still be stopped
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                break
-            if _dashboard_ready(state.dashboard_url, ray_token):
-                state.pids = {str(p): _comm(p) for p in session_pids(proc.pid)}
-                save_state(state)
-                return state
-            time.sleep(0.25)
+        up = poll_until(lambda: "exited" if proc.poll() is not None else _dashboard_ready(state.dashboard_url, ray_token),
+                        timeout=timeout, interval=0.25)
+        if up is True:
+            state.pids = {str(p): _comm(p) for p in session_pids(proc.pid)}
+            save_state(state)
+            return state
         # Failed: collect the reason, clean up, retry on a port clash or once when slow.
         tail = _tail(log_file, 15)
         if proc.poll() is None:
@@ -437,6 +436,12 @@ def _tail(path: str, n: int) -> str:
     return "\n".join(lines[-n:])
 
 
+def _gone(state: ClusterState) -> bool:
+    """Whether every process of the head has exited (the leader reaped if it is our child)."""
+    _reap(state.pid)
+    return not cluster_pids(state)
+
+
 @dataclass
 class StopResult:
     pids: list[int]
@@ -459,10 +464,7 @@ def stop_head(state: ClusterState | None = None, *, timeout: float = 10.0, remov
     if pids:
         if _same_process(state.pid, state.pid_create_time):
             _signal(state.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and cluster_pids(state):
-            _reap(state.pid)
-            time.sleep(0.1)
+        poll_until(lambda: _gone(state), timeout=timeout, interval=0.1)
     killed = []
     for _round in range(3):
         left = cluster_pids(state)
@@ -471,10 +473,7 @@ def stop_head(state: ClusterState | None = None, *, timeout: float = 10.0, remov
         for p in left:
             if _signal(p, signal.SIGKILL):
                 killed.append(p)
-        end = time.monotonic() + 5
-        while time.monotonic() < end and cluster_pids(state):
-            _reap(state.pid)
-            time.sleep(0.1)
+        poll_until(lambda: _gone(state), timeout=5, interval=0.1)
     _reap(state.pid)
     remaining = cluster_pids(state)
     if not remaining:

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Callable, Generator, Iterator
 
 from llmctl.errors import DeployFailed, PreflightFailed, UsageError, param
+from llmctl import serve_facts as sf
 from llmctl.launch import address as _address
 from llmctl.launch import cluster as _cluster
 from llmctl.launch import preflight as _preflight
@@ -57,11 +58,6 @@ from llmctl.launch.serve_api import ServeClient, deployed_configs, scrub, secret
 # composing what to PUT
 
 
-_HTTP_KEYS = ("host", "port", "root_path", "request_timeout_s", "keep_alive_timeout_s")
-
-
-def is_loopback(host: str | None) -> bool:
-    return isinstance(host, str) and (host in ("localhost", "::1") or host.startswith("127."))
 
 
 def compose(prepared: Prepared, current: dict, local: _cluster.ClusterState | None, *,
@@ -92,9 +88,9 @@ def compose(prepared: Prepared, current: dict, local: _cluster.ClusterState | No
     given = {k: v for k, v in prepared.config.items() if k != "applications"}
     payload = _update.cluster_wide(current, given, recorded or {})
     http = dict(given.get("http_options") or {})
-    cur_http = {k: v for k, v in (current.get("http_options") or {}).items() if k in _HTTP_KEYS and v is not None}
+    cur_http = {k: v for k, v in (current.get("http_options") or {}).items() if k in sf.HTTP_KEYS and v is not None}
     if local is not None:
-        http.update({"host": "127.0.0.1", "port": local.serve_http_port})
+        http.update({"host": sf.LOOPBACK_HOST, "port": local.serve_http_port})
         grpc = dict(payload.get("grpc_options") or {})
         grpc.setdefault("port", local.ports.get("serve_grpc"))
         payload["grpc_options"] = grpc
@@ -102,11 +98,11 @@ def compose(prepared: Prepared, current: dict, local: _cluster.ClusterState | No
         if http_host:
             http["host"] = http_host
         elif not http and cur_http:
-            http = {k: cur_http[k] for k in ("host", "port") if k in cur_http}
+            http = {k: cur_http[k] for k in sf.HTTP_KEYS[:2] if k in cur_http}
         import urllib.parse
 
-        remote = dashboard_url is not None and not is_loopback(urllib.parse.urlsplit(dashboard_url).hostname)
-        if remote and is_loopback(http.get("host")):
+        remote = dashboard_url is not None and not sf.is_loopback(urllib.parse.urlsplit(dashboard_url).hostname)
+        if remote and sf.is_loopback(http.get("host")):
             raise UsageError(
                 f"http_options.host is {http['host']}: on the cluster at {dashboard_url} Serve's proxies would accept "
                 f"connections from their own node only, so the endpoint is unreachable from here; pass "
@@ -216,7 +212,7 @@ def _prepare_steps(serve_path: Path | str, address: str | None, send_token: bool
         if version:
             yield Step(f"warning: {version}")
         if http_host:
-            raise UsageError(f"{param('http_host')}: the local head llmctl starts serves on 127.0.0.1 only; "
+            raise UsageError(f"{param('http_host')}: the local head llmctl starts serves on {sf.LOOPBACK_HOST} only; "
                              f"{param('http_host')} is for a cluster given with {param('address')}", param="http_host")
     return prepared
 
@@ -226,7 +222,7 @@ def _connect_steps(address: str | None, num_cpus: int | None, num_gpus: int | No
     """The cluster to deploy to; the local head started when there is none."""
     if _local_default(address) and _cluster.running_state() is None:
         _tokens.require_memfd()
-        yield Step("starting a local Ray head (127.0.0.1, private ports and temp dir) …")
+        yield Step(f"starting a local Ray head ({sf.LOOPBACK_HOST}, private ports and temp dir) …")
     client, target, started = connect(address, start=True, num_cpus=num_cpus, num_gpus=num_gpus, ray_token_env=ray_token_env)
     if started:
         from llmctl.launch.raytoken import access_hint

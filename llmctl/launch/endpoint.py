@@ -45,10 +45,10 @@ def resolve_endpoint(app: Optional[str], model: Optional[str], url: Optional[str
                                      f"API key; name the variable holding it with {param('api_key_env')}", param="api_key_env")
                 listed = r.json().get("data") or []
             except (httpx.HTTPError, ValueError) as e:
-                raise UsageError(f"{param('url')}: {base}/models did not answer ({type(e).__name__}); pass {param('model')}",
+                raise UsageError(f"{param('url')}: {base}/models did not answer ({type(e).__name__}); pass {param('model_id')}",
                                  param="url") from None
             if not listed:
-                raise UsageError(f"{param('url')}: {base}/models lists no model; pass {param('model')}", param="url")
+                raise UsageError(f"{param('url')}: {base}/models lists no model; pass {param('model_id')}", param="url")
             model = listed[0]["id"]
         return base, model, None, app
     return _endpoint_app(app, model, address, ray_token_env)[:4]
@@ -74,8 +74,8 @@ def _endpoint_app(app: Optional[str], model: Optional[str], address: Optional[st
         raise UsageError(f"application {a.name!r} has no HTTP endpoint (is Serve's proxy running?)")
     chosen = model or (a.model_ids[0] if a.model_ids else None)
     if chosen is None:
-        raise UsageError(f"application {a.name!r} serves no model; pass {param('model')}")
+        raise UsageError(f"application {a.name!r} serves no model; pass {param('model_id')}")
     if a.model_ids and chosen not in a.model_ids and chosen.split(":", 1)[0] not in a.model_ids:
-        raise UsageError(f"{param('model')}: {chosen!r} is not served by {a.name!r} (models: {', '.join(a.model_ids)})",
-                         param="model")
+        raise UsageError(f"{param('model_id')}: {chosen!r} is not served by {a.name!r} (models: {', '.join(a.model_ids)})",
+                         param="model_id")
     return a.endpoint, chosen, rep.dashboard_url, a.name, a, (running_state() if rep.local else None)

@@ -116,10 +116,11 @@ def _free_mem(m: re.Match, cfg) -> Diagnosis:
 def _unknown_arg(m: re.Match, cfg) -> Diagnosis:
     key = m.group("key")
     from llmctl.engine_args import suggest
+    from llmctl.suggest import phrase
 
     near = suggest(key)
     return Diagnosis("unknown-engine-arg", f"engine_kwargs.{key} is not an argument of the vLLM on the cluster",
-                     f"remove engine_kwargs.{key}" + (f" (did you mean {near}?)" if near else "") + "; `llmctl validate` checks keys",
+                     f"remove engine_kwargs.{key}" + phrase(near) + "; `llmctl validate` checks keys",
                      None, m.group(0), "vllm_failures.md §5")
 
 

@@ -12,19 +12,18 @@ mapping in the serve file — and edits that file's text in place
 from __future__ import annotations
 
 import difflib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import yaml
 
 from llmctl import yaml_edit
 from llmctl.errors import LlmctlError
-from llmctl.paths import file_mode
+from llmctl.paths import file_mode, write_atomic
 from llmctl.builders import app_llm_configs
 from llmctl.validate.serve_config import config_file_path
+from llmctl.serve_facts import model_id_of
 
 
 @dataclass
@@ -58,9 +57,9 @@ def locate(serve_path: Path, app: str, model_id: str) -> Optional[tuple[Path, li
                     cfg = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
                 except OSError:
                     continue
-                if (cfg.get("model_loading_config") or {}).get("model_id") == model_id:
+                if model_id_of(cfg) == model_id:
                     return p, []
-            elif isinstance(entry, dict) and (entry.get("model_loading_config") or {}).get("model_id") == model_id:
+            elif isinstance(entry, dict) and model_id_of(entry) == model_id:
                 return serve_path, ["applications", i, *slot]
     return None
 
@@ -96,15 +95,66 @@ def apply(p: FixPlan) -> Path:
         raise LlmctlError(f"{p.file} changed since the fix was planned; nothing written")
     mode = file_mode(p.file)  # the fixed file and its backup keep the user's mode (mkstemp would make 0600)
     bak = backup_path(p.file)
-    bak.write_text(p.old_text, encoding="utf-8")
-    os.chmod(bak, mode)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.file.name}.", suffix=".tmp", dir=p.file.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), mode)
-            f.write(p.new_text)
-        os.replace(tmp, p.file)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(bak, p.old_text, mode=mode)
+    write_atomic(p.file, p.new_text, mode=mode)
     return bak
+
+
+# --------------------------------------------------------------------------
+# the fix loop of `up --fix`: deploy, and on a start-up failure llmctl knows a
+# mechanical fix for, change the file (after ``approve``) and deploy again
+
+
+MAX_FIX_ROUNDS = 3
+
+
+@dataclass
+class FixNeeded:
+    """A deploy failed with a failure that has a mechanical fix; fixes follow."""
+
+    error: Exception
+
+
+@dataclass
+class FixProposed:
+    """A change to a file, before ``approve`` is asked."""
+
+    plan: FixPlan
+
+
+@dataclass
+class FixApplied:
+    """The file changed (the old one kept as ``backup``); the deploy runs again."""
+
+    plan: FixPlan
+    backup: Path
+
+
+def iter_up_fixing(serve_path: Path | str, *, approve: Callable[[FixPlan], bool], rounds: int = MAX_FIX_ROUNDS,
+                   **up_options) -> Iterator:
+    """:func:`llmctl.launch.deploy.iter_up` (its events and its UpResult), and when the deploy fails with
+    diagnoses that carry changes: :class:`FixNeeded`, then per model a :class:`FixProposed`, ``approve(plan)``
+    (False stops with a UsageError: nothing redeployed), :func:`apply` and :class:`FixApplied`; then the deploy
+    again, at most ``rounds`` times. A failure without a fix, or after the last round, is raised as it came."""
+    from llmctl.errors import DeployFailed, UsageError, param
+    from llmctl.launch.deploy import iter_up
+
+    for attempt in range(rounds + 1):
+        try:
+            yield from iter_up(serve_path, **up_options)
+            return
+        except DeployFailed as e:
+            fixable = [(a, m, d) for a, m, d in e.diagnoses if d.changes and m]
+            if not fixable or attempt == rounds:
+                raise
+            yield FixNeeded(e)
+            done: set[str] = set()
+            for app_name, model_id, d in fixable:
+                if model_id in done:
+                    continue
+                p = plan(Path(serve_path), app_name, model_id, d.changes, cause=d.cause, fix=d.fix)
+                yield FixProposed(p)
+                if not approve(p):
+                    raise UsageError(f"{param('fix')}: change not applied; nothing was redeployed", param="fix") from None
+                yield FixApplied(p, apply(p))
+                done.add(model_id)

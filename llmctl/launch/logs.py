@@ -36,6 +36,7 @@ from typing import Iterator
 
 from llmctl.launch.address import Target
 from llmctl.errors import ClusterUnreachable, UsageError
+from llmctl import serve_facts as sf
 from llmctl.launch.serve_api import HTTPFailure, ServeClient, scrub, secret_values
 from llmctl.builders import app_llm_configs
 
@@ -65,8 +66,7 @@ def _replica_src(fname: str, app: str, path: str, node_id: str | None = None, at
     stem = fname[: -len(".log")] if fname.endswith(".log") else fname
     rest = stem[len(f"replica_{_safe(app)}_") :]
     dep, _, rid = rest.rpartition("_")
-    if dep.startswith("LLMServer_"):  # Serve writes "LLMServer:<id>" as "LLMServer_<id>"
-        dep = "LLMServer:" + dep[len("LLMServer_") :]
+    dep = sf.deployment_from_log_name(dep)
     return _Src(f"replica {dep or rest} {rid}".strip() + at, path, node_id, deployment=dep or rest)
 
 
@@ -145,7 +145,7 @@ def failed_app_diagnoses(target: Target, app: str, status: dict) -> list:
 
     raw = (status.get("applications") or {}).get(app) or {}
     cfg = raw.get("deployed_app_config") or {}
-    configs = {(c.get("model_loading_config") or {}).get("model_id"): c
+    configs = {sf.model_id_of(c): c
                for _, c in app_llm_configs(cfg) if isinstance(c, dict)}
     try:
         lines = tail(target, app, 300)
@@ -153,7 +153,7 @@ def failed_app_diagnoses(target: Target, app: str, status: dict) -> list:
         lines = []
     out = []
     for dname, dep in (raw.get("deployments") or {}).items():
-        if dep.get("status") not in ("DEPLOY_FAILED", "UNHEALTHY") or not dname.startswith("LLMServer:"):
+        if not sf.is_failed(dep.get("status")) or not sf.is_llm_server(dname):
             continue
         model_id = dname.split(":", 1)[1]
         text = (dep.get("message") or "") + "\n" + "\n".join(ln.text for ln in lines if model_id in ln.source)

@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Optional
 
 from llmctl import lorastore
-from llmctl.builders import app_llm_configs, llm_deployment_name
+from llmctl.builders import app_llm_configs
+from llmctl.serve_facts import llm_deployment_name
 from llmctl.errors import UsageError
+from llmctl import serve_facts as sf
 from llmctl.launch.address import Target
 from llmctl.launch.serve_api import ServeClient
 
@@ -84,7 +86,7 @@ def lora_apps(client: ServeClient, target: Target, app: Optional[str] = None, mo
         for _, llm in app_llm_configs(cfg):
             if not isinstance(llm, dict):
                 continue
-            mid = str((llm.get("model_loading_config") or {}).get("model_id"))
+            mid = str(sf.model_id_of(llm))
             uri = (llm.get("lora_config") or {}).get("dynamic_lora_loading_path")
             if not uri or (model is not None and mid != model):
                 continue
@@ -132,7 +134,7 @@ def ls(target: Target, app: str, *, log_lines: int = 3000) -> list[Listing]:
                 lst.problems.setdefault(name, []).append(d.message)
         dep = llm_deployment_name(la.model_id)
         live = [r.get("replica_id") for r in ((status.get("applications") or {}).get(la.app, {}).get("deployments") or {})
-                .get(dep, {}).get("replicas", []) if r.get("state") == "RUNNING"]
+                .get(dep, {}).get("replicas", []) if r.get("state") == sf.REPLICA_RUNNING]
         for rid in live:
             lst.loaded[str(rid)] = []
         failure_text = []
@@ -239,3 +241,31 @@ def push(target: Target, directory: Path | str, app: str, name: str, *, model: O
         warnings.append(f"{name} was already in the store: replicas that loaded it keep the old weights until they "
                         "restart (vLLM caches an adapter by name)")
     return PushResult(la.app, la.model_id, la.uri, name, keys, replaced, warnings, f"{la.model_id}:{name}")
+
+
+def served_adapters(result, serve_path: Path | str) -> dict[str, list[str]]:
+    """After ``up``: base model id -> the adapters its endpoint's /v1/models lists (the ingress reads the
+    store), for each model of the serve file with a LoRA path; {} when none has one or nothing answers."""
+    import httpx
+    import yaml
+
+    from llmctl.validate.files import inline_llm_configs
+
+    try:
+        data = inline_llm_configs(yaml.safe_load(Path(serve_path).read_text(encoding="utf-8")))
+    except (OSError, ValueError, yaml.YAMLError, AttributeError):
+        return {}
+    bases = {str(sf.model_id_of(llm)) for app in data.get("applications") or []
+             for _, llm in app_llm_configs(app) if isinstance(llm, dict) and llm.get("lora_config")}
+    if not bases or not result.endpoint:
+        return {}
+    try:
+        from llmctl.launch import apikey
+        from llmctl.launch.cluster import running_state
+
+        key = apikey.key_value(result.api_key_env, running_state() if result.local else None)
+        listed = [m.get("id", "") for m in httpx.get(result.endpoint + "/models", timeout=15, trust_env=False,
+                                                     headers=apikey.headers(key)).json().get("data", [])]
+    except (httpx.HTTPError, ValueError, AttributeError):
+        listed = []
+    return {b: [m.split(":", 1)[1] for m in listed if m.startswith(b + ":")] for b in sorted(bases)}

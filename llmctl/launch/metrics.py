@@ -12,6 +12,7 @@ import time
 from typing import Callable, Optional
 
 from llmctl.errors import ClusterUnreachable, UsageError
+from llmctl.serve_facts import LOOPBACK_HOST
 from llmctl.launch import address as _address
 
 
@@ -26,7 +27,7 @@ def metrics_url(address: Optional[str] = None, metrics_url: Optional[str] = None
     port = target.local.ports.get("metrics_export")
     if not port:
         raise UsageError("the local head's state has no metrics export port (started by an older llmctl); restart it")
-    return f"http://127.0.0.1:{port}/metrics"
+    return f"http://{LOOPBACK_HOST}:{port}/metrics"
 
 
 def engine_metrics(address: Optional[str] = None, metrics_url_: Optional[str] = None, *, interval: float = 0.0,

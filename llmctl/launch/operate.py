@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional, Union
 
 from llmctl.errors import ClusterUnreachable, DeployFailed, UsageError, param
+from llmctl import serve_facts as sf
 from llmctl.launch import address as _address
 from llmctl.launch import cluster as _cluster
 from llmctl.launch.events import Step, run_to_result
@@ -26,7 +27,7 @@ class StatusReport:
 
     @property
     def all_running(self) -> bool:
-        return all(a.status == "RUNNING" for a in self.apps)
+        return all(a.status == sf.APP_RUNNING for a in self.apps)
 
     def to_json(self) -> dict:
         return {
@@ -64,7 +65,7 @@ def status(address: str | None = None, *, ray_token_env: str | None = None) -> S
                 d.message = scrub(d.message, secrets)
     diagnoses = {}
     for a in apps:
-        if a.status in ("DEPLOY_FAILED", "UNHEALTHY"):
+        if sf.is_failed(a.status):
             from llmctl.launch.logs import failed_app_diagnoses
 
             diagnoses[a.name] = failed_app_diagnoses(target, a.name, st)

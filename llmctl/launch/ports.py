@@ -8,6 +8,7 @@ import random
 import socket
 
 from llmctl.errors import LlmctlError, UsageError
+from llmctl.serve_facts import LOOPBACK_HOST
 
 RAY_DEFAULT_PORTS = frozenset({6379, 8265, 10001, 8000, 9000, 52365})
 # Port names in the block, in order; the worker range follows them.
@@ -29,7 +30,7 @@ DEFAULT_PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range (32768+)
 
 
 def _port_free(port: int) -> bool:
-    for host in ("127.0.0.1", ""):
+    for host in (LOOPBACK_HOST, ""):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             s.bind((host, port))

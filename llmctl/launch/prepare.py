@@ -13,6 +13,7 @@ from llmctl.builders import app_llm_configs, runtime_envs
 from llmctl.engine_args import pooling_task
 from llmctl.errors import UsageError
 from llmctl.sources import env_ref
+from llmctl.serve_facts import model_id_of
 
 
 @dataclass
@@ -64,7 +65,7 @@ def prepare(serve_path: Path | str, environ: dict[str, str] | None = None, *, lo
         ids = []
         for _, llm in app_llm_configs(app):
             if isinstance(llm, dict):
-                mid = (llm.get("model_loading_config") or {}).get("model_id")
+                mid = model_id_of(llm)
                 if mid:
                     ids.append(str(mid))
                     src = (llm.get("model_loading_config") or {}).get("model_source", mid)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from llmctl import serve_facts as sf
 from llmctl.launch import address as _address
 from llmctl.launch.serve_api import AppSummary
 
@@ -37,9 +38,9 @@ def failure_message(app: AppSummary, status: dict, target: _address.Target, sour
     parts = [f"application {app.name!r} is {app.status}" + (f": {app.message.splitlines()[0]}" if app.message else "")]
     raw_app = (status.get("applications") or {}).get(app.name) or {}
     for dep in app.deployments:
-        if dep.status in ("DEPLOY_FAILED", "UNHEALTHY") and dep.message:
+        if sf.is_failed(dep.status) and dep.message:
             first = _ANSI.sub("", dep.message.splitlines()[0])
-            model_id = dep.name.split(":", 1)[1] if dep.name.startswith("LLMServer:") else None
+            model_id = sf.llm_server_id(dep.name)
             src = sources.get(model_id) if model_id else None
             parts.append(f"deployment {dep.name!r}" + (f" (model_source {src})" if src else "") + f" is {dep.status}: {first}")
             reason = reason_from_message(dep.message)

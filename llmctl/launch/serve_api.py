@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 import urllib.parse
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
@@ -33,12 +32,11 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)
 
 from llmctl.errors import ClusterUnreachable, DeployFailed, LlmctlError, RequestTimeout
+from llmctl import serve_facts as sf
 from llmctl.builders import app_llm_configs, key_settings
 from llmctl.secrets import literal_secret
 
 APPS_PATH = "/api/serve/applications/"
-TERMINAL_OK = "RUNNING"
-TERMINAL_BAD = ("DEPLOY_FAILED", "UNHEALTHY")
 
 
 class HTTPFailure(LlmctlError):
@@ -268,7 +266,6 @@ def _error_text(raw: str) -> str:
 # summaries (what status / progress show)
 
 
-SCALING_STATES = ("UPSCALING", "DOWNSCALING")
 # Serve's own words for an autoscaling decision (ray/serve/_private/deployment_state.py).
 _SCALING_MESSAGE = re.compile(r"^(Upscaling|Downscaling) from \d+ to \d+ replicas")
 
@@ -308,13 +305,13 @@ def model_ids_of(app: dict) -> list[str]:
     cfg = app.get("deployed_app_config") or {}
     for _, llm in app_llm_configs(cfg):
         if isinstance(llm, dict):
-            mid = (llm.get("model_loading_config") or {}).get("model_id")
+            mid = sf.model_id_of(llm)
             if mid:
                 ids.append(str(mid))
     if not ids:
         for name in (app.get("deployments") or {}):
-            if name.startswith("LLMServer:"):
-                ids.append(name.split(":", 1)[1])
+            if sf.is_llm_server(name):
+                ids.append(sf.llm_server_id(name))
     return ids
 
 
@@ -324,9 +321,9 @@ def http_base(status: dict, dashboard_url: str) -> str | None:
     port = opts.get("port")
     if not port:
         return None
-    host = opts.get("host") or "127.0.0.1"
-    dash_host = urllib.parse.urlsplit(dashboard_url).hostname or "127.0.0.1"
-    if host in ("0.0.0.0", "::", ""):
+    host = opts.get("host") or sf.LOOPBACK_HOST
+    dash_host = urllib.parse.urlsplit(dashboard_url).hostname or sf.LOOPBACK_HOST
+    if sf.is_wildcard(host):
         host = dash_host
     return f"http://{host}:{port}"
 
@@ -356,7 +353,7 @@ def summarize(status: dict, dashboard_url: str) -> list[AppSummary]:
                     target_replicas=dep.get("target_num_replicas"),
                     replicas=counts,
                     required_resources=dep.get("required_resources") or {},
-                    running_replicas=counts.get("RUNNING", 0),
+                    running_replicas=counts.get(sf.REPLICA_RUNNING, 0),
                     autoscaling=(dep.get("message") or "") if _SCALING_MESSAGE.match(dep.get("message") or "") else "",
                     rollout=rollout_text(dep, app.get("last_deployed_time_s")),
                 )
@@ -389,11 +386,11 @@ def rollout_text(dep: dict, deployed_at: float | None) -> str:
     long). Waves as in llmctl/rollout.py (Serve's ``_rollout_size``)."""
     import math
 
-    if dep.get("status") != "UPDATING" or not deployed_at:
+    if dep.get("status") != sf.DEP_UPDATING or not deployed_at:
         return ""
-    reps = [r for r in dep.get("replicas") or [] if r.get("state") in ("RUNNING", "STARTING", "UPDATING", "STOPPING")]
-    old = [r for r in reps if (r.get("start_time_s") or 0) < deployed_at and r.get("state") != "STOPPING"]
-    stopping = [r for r in reps if (r.get("start_time_s") or 0) < deployed_at and r.get("state") == "STOPPING"]
+    reps = [r for r in dep.get("replicas") or [] if r.get("state") in sf.LIVE_REPLICA_STATES]
+    old = [r for r in reps if (r.get("start_time_s") or 0) < deployed_at and r.get("state") != sf.REPLICA_STOPPING]
+    stopping = [r for r in reps if (r.get("start_time_s") or 0) < deployed_at and r.get("state") == sf.REPLICA_STOPPING]
     new = [r for r in reps if (r.get("start_time_s") or 0) >= deployed_at]
     if not new and not stopping:
         return ""
@@ -401,7 +398,7 @@ def rollout_text(dep: dict, deployed_at: float | None) -> str:
     pct = float(((dep.get("deployment_config") or {}).get("rolling_update_percentage")) or 0.2)
     wave = max(int(pct * target), 1)
     waves = math.ceil(target / wave)
-    running_new = sum(1 for r in new if r.get("state") == "RUNNING")
+    running_new = sum(1 for r in new if r.get("state") == sf.REPLICA_RUNNING)
     current = min(running_new // wave + 1, waves)
     return (f"rolling: {len(old)} old, {len(new)} new ({running_new} RUNNING)"
             + (f", {len(stopping)} old stopping" if stopping else "") + f" (wave {current} of {waves})")
@@ -456,14 +453,13 @@ def wait_gone(client: ServeClient, names: list[str] | None, *, timeout: float, i
 
     Raises DeployFailed on timeout.
     """
-    t0 = time.monotonic()
-    while True:
+    from llmctl.poll import poll_iter
+
+    for _ in poll_iter(timeout, interval):
         st = client.status()
         present = set((st.get("applications") or {}).keys())
         left = present if names is None else present & set(names)
         yield st
         if not left:
             return
-        if time.monotonic() - t0 > timeout:
-            raise DeployFailed(f"timed out after {timeout:.0f}s waiting for {', '.join(sorted(left))} to be deleted")
-        time.sleep(interval)
+    raise DeployFailed(f"timed out after {timeout:.0f}s waiting for {', '.join(sorted(left))} to be deleted")

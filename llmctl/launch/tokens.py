@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
 from llmctl.errors import UsageError, param
+from llmctl.serve_facts import LOOPBACK_HOST
 
 # The variables Ray Serve LLM propagates (ENV_VARS_TO_PROPAGATE in Ray 2.60).
 TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -86,7 +87,7 @@ def require_memfd() -> None:
     system = {"darwin": "macOS", "win32": "Windows", "cygwin": "Windows"}.get(sys.platform, sys.platform)
     raise UsageError(f"llmctl cannot start a local Ray head on {system}: it hands the head the Hugging Face token in memory "
                      f"(memfd_create and /proc, which only Linux has); start Ray yourself (`ray start --head`) and pass "
-                     f"{param('address')} with its dashboard URL (e.g. http://127.0.0.1:8265)", param="address")
+                     f"{param('address')} with its dashboard URL (e.g. http://{LOOPBACK_HOST}:8265)", param="address")
 
 
 def new_token_fd(initial: str = "") -> int:

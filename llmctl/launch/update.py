@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from llmctl.errors import UsageError, param
+from llmctl import serve_facts as sf
 from llmctl import rollout as _rollout
 from llmctl.paths import llmctl_home
 
@@ -96,11 +97,11 @@ def remove_failed_same(client, payload: dict, current: dict, names: list[str]):
     """Ray does not retry a failed app whose config did not change: remove it
     first (a generator of Steps; returns the status after)."""
     from llmctl.launch.events import Step
-    from llmctl.launch.serve_api import TERMINAL_BAD, wait_gone
+    from llmctl.launch.serve_api import wait_gone
 
     apps = current.get("applications") or {}
     failed_same = [a.get("name") for a in payload["applications"]
-                   if a.get("name") in names and (apps.get(a.get("name")) or {}).get("status") in TERMINAL_BAD
+                   if a.get("name") in names and (apps.get(a.get("name")) or {}).get("status") in sf.FAILED_STATES
                    and apps[a.get("name")].get("deployed_app_config") == a]
     if not failed_same:
         return current
@@ -115,12 +116,8 @@ def remove_failed_same(client, payload: dict, current: dict, names: list[str]):
     return client.status()
 
 
-# The serve config's global options a PUT applies to a running Serve (http_options,
-# grpc_options and proxy_location are fixed once Serve started: ray.serve.schema).
-# Serve's GET does not show them: llmctl keeps what it last sent (record_globals).
-_APPLIED_GLOBALS = ("controller_options", "logging_config", "tracing_config")
-# Cluster-wide options Serve's GET shows as they are in effect.
-_SHOWN_GLOBALS = ("target_capacity", "proxy_location")
+# The serve config's global options: llmctl.serve_facts (FIXED_GLOBALS, APPLIED_GLOBALS:
+# Serve's GET does not show them, llmctl keeps what it last sent: record_globals).
 _GLOBALS_FILE = "serve-globals.json"
 
 
@@ -134,14 +131,14 @@ def cluster_wide(current: dict, given: dict, recorded: dict) -> dict:
     a GET does not show). A PUT without them would put the other apps back
     to 100 % target capacity and default logging."""
     out = {k: v for k, v in given.items() if k != "applications"}
-    for k in _SHOWN_GLOBALS:
+    for k in sf.SHOWN_GLOBALS:
         if k not in out and current.get(k) is not None:
             out[k] = current[k]
     if "http_options" not in out:
-        cur_http = {k: v for k, v in (current.get("http_options") or {}).items() if k in ("host", "port") and v is not None}
+        cur_http = {k: v for k, v in (current.get("http_options") or {}).items() if k in sf.HTTP_KEYS[:2] and v is not None}
         if cur_http:
             out["http_options"] = cur_http
-    for k in _APPLIED_GLOBALS:
+    for k in sf.APPLIED_GLOBALS:
         if k not in out and recorded.get(k) is not None:
             out[k] = recorded[k]
     return out
@@ -153,7 +150,7 @@ def record_globals(cluster: str, payload: dict) -> None:
 
     d = history_dir(cluster)
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    write_atomic(d / _GLOBALS_FILE, json.dumps({k: payload.get(k) for k in _APPLIED_GLOBALS}, sort_keys=True), mode=0o600)
+    write_atomic(d / _GLOBALS_FILE, json.dumps({k: payload.get(k) for k in sf.APPLIED_GLOBALS}, sort_keys=True), mode=0o600)
 
 
 def recorded_globals(cluster: str) -> dict:
@@ -164,10 +161,6 @@ def recorded_globals(cluster: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-# The app states in which the deployed config is the one Serve goes on with: not
-# failed (Ray does not retry a failed app on the same config: remove_failed_same),
-# not being deleted, not yet to start (ray.serve.schema.ApplicationStatus).
-_KEPT_STATES = ("RUNNING", "DEPLOYING")
 
 
 def unchanged(p: _rollout.Plan, payload: dict, current: dict, names: list[str], recorded: dict | None = None) -> bool:
@@ -178,7 +171,7 @@ def unchanged(p: _rollout.Plan, payload: dict, current: dict, names: list[str], 
     not show them). A PUT of the same config while Serve still builds the app
     would restart that build ("Existing config deployment request terminated")."""
     recorded = recorded or {}
-    if not p.empty or any(payload.get(k) is not None and payload.get(k) != recorded.get(k) for k in _APPLIED_GLOBALS):
+    if not p.empty or any(payload.get(k) is not None and payload.get(k) != recorded.get(k) for k in sf.APPLIED_GLOBALS):
         return False
     if payload.get("target_capacity") != current.get("target_capacity"):
         return False
@@ -187,7 +180,7 @@ def unchanged(p: _rollout.Plan, payload: dict, current: dict, names: list[str], 
         if a.get("name") not in names:
             continue
         cur = apps.get(a.get("name")) or {}
-        if cur.get("status") not in _KEPT_STATES or cur.get("deployed_app_config") != a:
+        if cur.get("status") not in sf.KEPT_STATES or cur.get("deployed_app_config") != a:
             return False
     return True
 
@@ -326,12 +319,11 @@ def write_temp_serve(entry: Entry, extra: dict) -> Path:
 
     import yaml
 
+    from llmctl.paths import write_atomic
+
     d = Path(tempfile.mkdtemp(prefix="llmctl-rollback-"))
-    p = d / "serve.yaml"
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        yaml.safe_dump({**extra, "applications": [entry.config]}, f, sort_keys=False)
-    return p
+    return write_atomic(d / "serve.yaml", yaml.safe_dump({**extra, "applications": [entry.config]}, sort_keys=False),
+                        mode=0o600)
 
 
 def iter_history(cluster: str, app: str) -> Iterator[tuple[Entry, str]]:

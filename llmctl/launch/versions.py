@@ -27,6 +27,7 @@ from typing import Any, Optional
 from llmctl import compat
 from llmctl.errors import LlmctlError
 from llmctl.launch.serve_api import ServeClient
+from llmctl.poll import poll_until
 
 MARK = "LLMCTL_VERSIONS "
 # A job's entrypoint is a shell command on the head node; ``python`` there is
@@ -96,13 +97,12 @@ def learn(client: ServeClient, *, config: Optional[dict] = None, timeout: float 
     except LlmctlError as e:
         raise VersionsUnknown(f"the cluster's Jobs API refused the version probe ({e})") from None
     try:
-        status: dict = {}
-        while time.monotonic() - t0 < timeout:
-            status = client.job(sid)
-            if status.get("status") in FINAL:
-                break
-            time.sleep(0.25)
-        else:
+        def finished() -> Optional[dict]:
+            s = client.job(sid)
+            return s if s.get("status") in FINAL else None
+
+        status = poll_until(finished, timeout=timeout, interval=0.25, start=t0)
+        if status is None:
             raise VersionsUnknown(f"the version probe did not finish within {timeout:g}s (job {sid})")
         logs = client.job_logs(sid)
         if status.get("status") != "SUCCEEDED":
@@ -136,11 +136,9 @@ def _cleanup(client: ServeClient, sid: str) -> None:
         if client.job(sid).get("status") not in FINAL:
             client.stop_job(sid)
         supervisor = f"_ray_internal_job_actor_{sid}"
-        for _ in range(80):
-            rows = client.actors(filter_keys="name", filter_predicates="=", filter_values=supervisor)
-            if client.job(sid).get("status") in FINAL and all(r.get("state") == "DEAD" for r in rows):
-                break
-            time.sleep(0.25)
+        poll_until(lambda: client.job(sid).get("status") in FINAL and all(
+            r.get("state") == "DEAD" for r in client.actors(filter_keys="name", filter_predicates="=", filter_values=supervisor)),
+            timeout=20, interval=0.25)
         # The job manager notices the dead supervisor on its next loop
         # (dashboard/modules/job/job_manager.py JOB_MONITOR_LOOP_PERIOD_S = 1).
         time.sleep(2 * MONITOR_PERIOD_S)

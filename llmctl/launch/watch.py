@@ -11,9 +11,11 @@ import httpx
 from typing import TYPE_CHECKING, Generator
 
 from llmctl.errors import ClusterUnreachable, DeployFailed
+from llmctl import serve_facts as sf
 from llmctl.launch.events import Progress
+from llmctl.poll import poll_iter
 from llmctl.launch.reasons import failure_message
-from llmctl.launch.serve_api import TERMINAL_BAD, AppSummary, HTTPFailure, ServeClient, scrub, secret_values, summarize
+from llmctl.launch.serve_api import AppSummary, HTTPFailure, ServeClient, scrub, secret_values, summarize
 
 if TYPE_CHECKING:  # pragma: no cover
     from llmctl.launch.address import Target
@@ -132,7 +134,7 @@ class ResourceWatcher:
         for name in self.apps:
             for dname, dep in ((apps.get(name) or {}).get("deployments") or {}).items():
                 states = [r.get("state") for r in dep.get("replicas") or []]
-                if dep.get("status") == "HEALTHY":
+                if dep.get("status") == sf.DEP_HEALTHY:
                     continue
                 waiting = True
                 need = _user_resources(dep.get("required_resources") or {})
@@ -191,8 +193,7 @@ def wait_running(client: ServeClient, target: "Target", prepared, stale: dict, *
     schedule, or ``timeout`` seconds after ``t_deploy`` (when the PUT
     returned; ``t0``: when `up` began, for the elapsed time shown)."""
     watcher = ResourceWatcher(client, prepared.app_names)
-    deadline = t_deploy + timeout
-    while True:
+    for _ in poll_iter(timeout, POLL_S, start=t_deploy):
         st = client.status()
         raw_apps = st.get("applications") or {}
         for name, t_before in list(stale.items()):
@@ -204,11 +205,11 @@ def wait_running(client: ServeClient, target: "Target", prepared, stale: dict, *
         else:
             stale.clear()
         apps = [a for a in summarize(st, client.url) if a.name in prepared.app_names]
-        failed = [a for a in apps if a.status in TERMINAL_BAD]
+        failed = [a for a in apps if sf.is_failed(a.status)]
         if failed:
             text, found = failure_message(failed[0], st, target, prepared.sources, prepared.llm_configs)
             raise DeployFailed(scrub(text, prepared.secrets + secret_values(st)), diagnoses=found)
-        if len({a.name for a in apps}) == len(prepared.app_names) and all(a.status == "RUNNING" for a in apps):
+        if len({a.name for a in apps}) == len(prepared.app_names) and all(a.status == sf.APP_RUNNING for a in apps):
             yield Progress(time.monotonic() - t0, apps)
             return apps
         note = ""
@@ -219,21 +220,18 @@ def wait_running(client: ServeClient, target: "Target", prepared, stale: dict, *
                 raise DeployFailed(scrub(text, prepared.secrets))
             note = text
         yield Progress(time.monotonic() - t0, apps, note)
-        if time.monotonic() > deadline:
-            states = ", ".join(f"{a.name} {a.status}" for a in apps) or "not listed yet"
-            raise DeployFailed(
-                f"timed out after {timeout:.0f}s ({states}){'; ' + note if note else ''}; "
-                "the deployment continues on the cluster: see `llmctl status` / `llmctl logs`, or remove it with `llmctl down APP`"
-            )
-        time.sleep(POLL_S)
+    states = ", ".join(f"{a.name} {a.status}" for a in apps) or "not listed yet"
+    raise DeployFailed(
+        f"timed out after {timeout:.0f}s ({states}){'; ' + note if note else ''}; "
+        "the deployment continues on the cluster: see `llmctl status` / `llmctl logs`, or remove it with `llmctl down APP`"
+    )
 
 
 def check_models(endpoint: str, model_ids: list[str], *, timeout: float = 30.0, headers: dict | None = None) -> list[str]:
     """``GET {endpoint}/models`` until it lists every id; returns the listed ids."""
     url = endpoint.rstrip("/") + "/models"
-    t0 = time.monotonic()
     last = ""
-    while True:
+    for _ in poll_iter(timeout, 0.5):
         try:
             r = httpx.get(url, timeout=10, trust_env=False, headers=headers or {})
             r.raise_for_status()
@@ -246,7 +244,5 @@ def check_models(endpoint: str, model_ids: list[str], *, timeout: float = 30.0, 
             last = f"HTTP {e.response.status_code}"
         except (httpx.TransportError, ValueError) as e:
             last = str(e) or type(e).__name__
-        if time.monotonic() - t0 > timeout:
-            raise DeployFailed(f"the app is RUNNING but GET {url} failed: {last}")
-        time.sleep(0.5)
+    raise DeployFailed(f"the app is RUNNING but GET {url} failed: {last}")
 

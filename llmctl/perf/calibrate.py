@@ -1,4 +1,4 @@
-"""Fit the roofline's efficiencies to a measurement (``bench --sweep -o``).
+"""Fit the roofline's efficiencies to a measurement (``bench --sweep --output``).
 
 Per sweep step (one replica count, closed-loop concurrency), what was
 measured gives, per replica: the rate X, the mean inter-token time (TPOT) and
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from llmctl.errors import UsageError
+from llmctl import serve_facts as sf
 from llmctl.perf.roofline import Device, Efficiency, Engine, ModelShape, step_time
 from llmctl.perf.steady import predict
 
@@ -89,14 +90,14 @@ def load_sweeps(paths: Sequence[Path | str]) -> list[dict]:
         items = data if isinstance(data, list) else [data]
         for d in items:
             if not isinstance(d, dict) or d.get("kind") != "llmctl-bench-sweep" or not d.get("steps"):
-                raise UsageError(f"profile: {p}: not the JSON of `llmctl bench --sweep ... -o FILE`")
+                raise UsageError(f"profile: {p}: not the JSON of `llmctl bench --sweep ... --output FILE`")
             d.setdefault("_path", str(p))
             out.append(d)
     return out
 
 
 def replicas_of(sweep: dict) -> int:
-    runs = [p["running"] for dep, pts in (sweep.get("replicas") or {}).items() if dep.startswith("LLMServer") for p in pts]
+    runs = [p["running"] for dep, pts in (sweep.get("replicas") or {}).items() if sf.is_llm_server(dep) for p in pts]
     if runs:
         return max(1, round(statistics.median(runs)))
     cfg = ((sweep.get("provenance") or {}).get("serve_config") or {})

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
+from llmctl import serve_facts as sf
 SCHEMA_FILE = Path(__file__).with_name("schemas") / "br_v0_2_json_schema.json"
 PLOTS = (
     ("throughput_latency", "Throughput vs latency per step"),
@@ -88,7 +89,7 @@ def llmd_report(sweep: dict, *, step: Optional[int] = None) -> dict:
     uid = hashlib.sha256(json.dumps([s, sweep.get("started")], sort_keys=True, default=str).encode()).hexdigest()[:32]
     cfg_id = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:32]
     replicas = [p["running"] for dep_name, pts in (sweep.get("replicas") or {}).items()
-                if dep_name.startswith("LLMServer") for p in pts]
+                if sf.is_llm_server(dep_name) for p in pts]
     engine = {
         "metadata": {"schema_version": "0.0.1", "label": "ray-serve-llm-0", "cfg_id": cfg_id,
                      "description": "Ray Serve LLM deployment (vLLM engine) loaded by llmctl bench"},
@@ -236,9 +237,11 @@ def write_report(sweep: dict, out_dir: Path | str) -> dict[str, Path]:
     errors = validate(doc)
     if errors:
         raise ValueError("the llm-d benchmark report does not validate: " + "; ".join(errors[:5]))
-    (out / "benchmark_report.json").write_text(json.dumps(doc, indent=1) + "\n")
-    (out / "sweep.json").write_text(json.dumps(sweep, indent=1, default=str) + "\n")
-    (out / "index.html").write_text(_html(sweep, files))
+    from llmctl.paths import write_all_atomic
+
+    write_all_atomic([(out / "benchmark_report.json", json.dumps(doc, indent=1) + "\n"),
+                      (out / "sweep.json", json.dumps(sweep, indent=1, default=str) + "\n"),
+                      (out / "index.html", _html(sweep, files))])
     return {"index": out / "index.html", "json": out / "benchmark_report.json", **files}
 
 

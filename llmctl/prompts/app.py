@@ -6,6 +6,7 @@ import dataclasses
 
 from llmctl import sizing
 from llmctl import spec as S
+from llmctl.serve_facts import LOOPBACK_HOST
 from llmctl.errors import UsageError
 from llmctl.prompts.engine import check_selectors
 from llmctl.prompts.model import collect_model
@@ -48,7 +49,7 @@ def collect(session: Session, flags: Flags) -> S.DeploymentSpec:
     api_key_env = _api_key_env(session, flags, models)
     spec = S.DeploymentSpec(
         app_name=app_name, route_prefix=route_prefix, models=tuple(models),
-        http_host=flags.http_host or "127.0.0.1", http_port=flags.http_port or 8000, ingress=ingress,
+        http_host=flags.http_host or LOOPBACK_HOST, http_port=flags.http_port or 8000, ingress=ingress,
         api_key_env=api_key_env,
     )
     try:

@@ -8,22 +8,20 @@ from typing import Any, Optional
 
 from llmctl.arch import ModelArch
 from llmctl.errors import SizingError, UsageError  # noqa: F401  (SizingError: re-exported)
+from llmctl.quant import METHODS, NOT_IN_029, Quant, quant_from_config, scheme_quant
 
 GIB = 1024**3
 
-# Weight storage per parameter, in bytes, by quantization scheme.
-# int4 (AWQ / GPTQ, group size 128): 4-bit weights + an fp16 scale and a 4-bit
-# zero point per group of 128 = 0.5 + (2 + 0.5) / 128 bytes per weight.
-INT4_BYTES = 0.5 + 2.5 / 128
-# fp8 with 128×128 block scales (DeepSeek-V3 style): one fp32 scale per 16384
-# weights (vLLM quantization/utils/fp8_utils.py create_fp8_scale_parameter:
-# ceil(N/128) × ceil(K/128) float32 per linear, the same per expert in
-# quantization/fp8.py); per-tensor / per-channel scales are smaller still.
-FP8_BYTES = 1.0 + 4 / (128 * 128)
-INT8_BYTES = 1.0 + 4 / 4096  # w8a8 per-channel fp32 scale on ~4096-wide rows
-# MXFP4 (gpt-oss experts): 4-bit E2M1 values + one 8-bit E8M0 scale per 32
-# values = 4.25 bits (OCP Microscaling spec; gpt-oss model card).
-MXFP4_BYTES = 4.25 / 8
+# Weight storage per parameter, in bytes, of a bare quantization scheme (llmctl.quant.scheme_quant,
+# the one rule: Quant.bytes_per_weight). int4 (AWQ / GPTQ, group size 128): 4-bit weights + an fp16
+# scale and a 4-bit zero point per group of 128 = 0.5 + (2 + 0.5) / 128. fp8 with 128×128 block
+# scales (DeepSeek-V3 style): one fp32 scale per 16384 weights (vLLM fp8_utils.py
+# create_fp8_scale_parameter). int8: w8a8 per-channel fp32 scale on ~4096-wide rows. MXFP4 (gpt-oss
+# experts): 4-bit E2M1 values + one 8-bit E8M0 scale per 32 values = 4.25 bits.
+INT4_BYTES = scheme_quant("int4").bytes_per_weight()
+FP8_BYTES = scheme_quant("fp8").bytes_per_weight()
+INT8_BYTES = scheme_quant("int8").bytes_per_weight()
+MXFP4_BYTES = scheme_quant("mxfp4").bytes_per_weight()
 # vLLM's MXFP4 MoE kernels on Hopper/Blackwell (Marlin, TRT-LLM) pad the
 # expert hidden size to a multiple of 256 and the per-rank intermediate size to
 # a multiple of 128 (fused_moe/oracle/mxfp4.py
@@ -46,8 +44,8 @@ _DTYPES: dict[str, tuple[Optional[float], Optional[str]]] = {
     "fp8": (2, "fp8"),
     "int8": (2, "int8"),
     "int4": (2, "int4"),
-    "awq": (2, "int4"),
-    "gptq": (2, "int4"),
+    "awq": (2, METHODS["awq"].scheme),
+    "gptq": (2, METHODS["gptq"].scheme),
     "mxfp4": (2, "mxfp4"),
     "nvfp4": (2, "nvfp4"),  # a ModelOpt NVFP4 checkpoint of the model (4-bit E2M1, an fp8 scale per 16)
 }
@@ -94,17 +92,11 @@ class WeightFormat:
         return self.scheme
 
 
-_LEGACY_BYTES = {"fp8": FP8_BYTES, "int8": INT8_BYTES, "int4": INT4_BYTES, "mxfp4": MXFP4_BYTES, "nvfp4": 0.5 + 1 / 16}
-# Online quantization vLLM applies to an unquantized checkpoint (--quantization):
-# fp8 per tensor on every linear and expert (online/fp8.py); int8 routed experts only (experts_int8.py).
-_ONLINE = {"fp8": ("fp8", False), "ptpc_fp8": ("fp8", False), "fbgemm_fp8": ("fp8", False), "experts_int8": ("int8", True)}
 
 
 def weight_format(arch: ModelArch, dtype: str = "auto", quantization: Optional[str] = None) -> WeightFormat:
     """Resolve --dtype, the engine's ``quantization`` and the checkpoint's
     quantization_config to a WeightFormat."""
-    from llmctl.quant import NOT_IN_029, Quant, quant_from_config
-
     key = (dtype or "auto").strip().lower()
     if key not in _DTYPES:
         raise SizingError("dtype", f"unknown dtype '{dtype}'; choose one of: {', '.join(DTYPE_CHOICES)}")
@@ -117,13 +109,14 @@ def weight_format(arch: ModelArch, dtype: str = "auto", quantization: Optional[s
     note = ""
     qm = (quantization or "").strip().lower() or None
     if forced is not None:  # --dtype fp8 / int4 / awq …: the scheme llmctl has always sized them with
-        linear = expert = _LEGACY_BYTES[forced]
+        linear = expert = scheme_quant(forced).bytes_per_weight()
         return WeightFormat(unq, forced, linear_bytes=linear, attention_bytes=linear, expert_bytes=expert)
     if arch.quantization:
         q = arch.quant_info
-    elif qm in _ONLINE:
-        scheme, experts_only = _ONLINE[qm]
-        q = Quant(method=qm, scheme=scheme, experts_only=experts_only)
+    elif qm in METHODS and METHODS[qm].online:
+        # online quantization of an unquantized checkpoint: fp8 per tensor on every linear and expert
+        # (online/fp8.py); int8 routed experts only (experts_int8.py)
+        q = Quant(method=qm, scheme=METHODS[qm].scheme, experts_only=METHODS[qm].experts_only)
     elif qm in NOT_IN_029:
         q = quant_from_config({"quant_method": qm})
     elif qm:

@@ -227,3 +227,17 @@ def _absolutize_source(cfg: dict, base_dir: Path) -> None:
 
 
 __all__ = ["validate_paths", "validate_rendered", "validate_text", "load_deployable", "ray_serve_schema"]
+
+
+def inline_llm_configs(data: dict, working_dir: Optional[Path] = None) -> dict:
+    """The serve config with its model config files read in (already validated: no checks here;
+    a file that cannot be read stays a path)."""
+    wd = (working_dir or Path.cwd()).resolve()
+    for one in data.get("applications") or []:
+        for slot, entry in list(builders.app_llm_configs(one)) if isinstance(one, dict) else []:
+            if isinstance(entry, str):
+                try:
+                    builders.set_in(one, slot, yaml.safe_load(config_file_path(entry, wd).read_text(encoding="utf-8")))
+                except (OSError, ValueError, yaml.YAMLError):
+                    pass
+    return data

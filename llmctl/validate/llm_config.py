@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
+from llmctl import quant
 from llmctl.errors import ModelNotFound
 from llmctl.light_imports import without_model_libraries
 from llmctl.scalars import is_int
@@ -109,7 +110,7 @@ def _check_source(data: dict, sink: _Sink, base_dir: Path, local_node: bool) -> 
 
 def _check_placement(data: dict, sink: _Sink):
     """(GPU type or None, CPU-only?, bundles) from accelerator_type and placement."""
-    from llmctl.hardware import GPUS, by_ray_type
+    from llmctl.hardware import GPUS, RAY_ACCELERATOR_REWRITES, by_ray_type
 
     acc = data.get("accelerator_type")
     pgc = data.get("placement_group_config")
@@ -123,12 +124,12 @@ def _check_placement(data: dict, sink: _Sink):
     gpu = None
     if acc is not None:
         known = ray_accelerator_types()
-        if not isinstance(acc, str) or (acc not in known and acc != "A10"):
+        if not isinstance(acc, str) or (acc not in known and acc not in RAY_ACCELERATOR_REWRITES):
             common = [g.ray_type for g in GPUS.values() if g.ray_type]
             sink.add(("accelerator_type",), f"unknown accelerator type {acc!r}{_suggest(str(acc), known)}; Ray accepts e.g. {', '.join(common)}",
                      code="accelerator")
         else:
-            gpu = by_ray_type("A10G" if acc == "A10" else acc)
+            gpu = by_ray_type(acc)
             if cpu_only:
                 sink.add(("accelerator_type",), f"'{acc}' cannot be combined with CPU-only placement bundles; remove accelerator_type "
                                                 "for a CPU deployment or add GPU to the bundles", code="accelerator")
@@ -215,29 +216,16 @@ def _check_parsers(ek: dict, sink: _Sink, table) -> None:
                      code="unknown-parser")
 
 
-# Methods vLLM reads from the checkpoint (its quantization_config or a
-# quantization config file); the others quantize an unquantized checkpoint
-# online (fp8, experts_int8, ...). vllm/model_executor/layers/quantization/ of 0.29.
-_CHECKPOINT_METHODS = ("awq", "auto_awq", "awq_marlin", "gptq", "auto_gptq", "gptq_marlin", "modelopt", "modelopt_fp4",
-                       "modelopt_mxfp8", "modelopt_mixed", "compressed-tensors", "mxfp4", "gpt_oss_mxfp4", "moe_wna16",
-                       "quark", "fp_quant", "deepseek_v4_fp8")
-
-
-def _quant_family(method: str) -> str:
-    m = method.lower().replace("_marlin", "").replace("auto_", "").replace("auto-", "")
-    return "modelopt" if m.startswith("modelopt") else "mxfp4" if m.endswith("mxfp4") else m
-
-
 def quantization_problem(arch, method: str) -> Optional[str]:
     """Why vLLM refuses ``quantization: method`` for this checkpoint (ModelConfig._verify_quantization:
     a method that differs from the checkpoint's own; a checkpoint method on an unquantized checkpoint)."""
     ckpt = arch.quantization
     if ckpt:
-        if _quant_family(ckpt) != _quant_family(method):
+        if quant.family(ckpt) != quant.family(method):
             return (f"'{method}' does not match the checkpoint's quantization_config ({ckpt}): vLLM refuses the pair; "
                     "remove engine_kwargs.quantization (vLLM reads the checkpoint's)")
         return None
-    if method.lower() in _CHECKPOINT_METHODS:
+    if quant.needs_checkpoint(method):
         return (f"'{method}' needs a checkpoint quantized with it and this one has no quantization_config: vLLM "
                 "refuses to load it; use a quantized checkpoint, or an online method (fp8, experts_int8)")
     return None
@@ -249,7 +237,7 @@ def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp
     sizing plan when there is one."""
     from llmctl import sizing
     from llmctl.catalog import known_profile
-    from llmctl.hardware import GPUType
+    from llmctl.hardware import UNSPECIFIED_GPU
     from llmctl.spec import context_problem, tp_problem
 
     arch = None
@@ -265,7 +253,7 @@ def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp
         if problem:
             sink.add(("engine_kwargs", "quantization"), problem, code="quantization")
     if gpu is None and not cpu_only:
-        gpu = GPUType("GPU", "GPU", 0.0, "-", 8, "unspecified GPU type")  # TP limit of a common 8-GPU node
+        gpu = UNSPECIFIED_GPU
     if gpu is not None and not sink.has(("engine_kwargs", "tensor_parallel_size")):
         node = gpu
         if not gpu.is_cpu and tp * pp > gpu.gpus_per_node:
@@ -351,9 +339,10 @@ def _check_lora(data: dict, ek: Any, model_id: Optional[str], sink: _Sink) -> No
 
 def _check_actor_resources(data: dict, gpu, sink: _Sink) -> None:
     """ray_actor_options.num_gpus is added to the engine's first bundle (llmctl.placement)."""
+    from llmctl.hardware import UNSPECIFIED_GPU
     from llmctl.placement import actor_gpu_problem
 
-    found = actor_gpu_problem(data, gpu.gpus_per_node if gpu is not None and not gpu.is_cpu else 8)
+    found = actor_gpu_problem(data, (gpu if gpu is not None and not gpu.is_cpu else UNSPECIFIED_GPU).gpus_per_node)
     if found:
         severity, message = found
         sink.add(("deployment_config", "ray_actor_options", "num_gpus"), message, severity, code="actor-bundle")

@@ -32,6 +32,7 @@ from typing import Optional
 from llmctl import lorastore
 from llmctl.builders import app_llm_configs
 from llmctl.validate.documents import Diagnostic
+from llmctl.serve_facts import model_id_of
 
 VLLM_DEFAULT_MAX_LORA_RANK = 16  # vllm/config/lora.py (0.29–0.32)
 _LORA_TENSOR = re.compile(r"^(?:base_model\.model\.)?(?P<module>.+)\.lora_(?P<ab>[AB])(?:\.[\w-]+)?\.weight$")
@@ -52,9 +53,12 @@ def _local_weights(source: str) -> tuple[dict[str, list[int]], str]:
     d = Path(source)
     if not (d.is_dir() and (d / "config.json").is_file()):
         return {}, ""
+    from llmctl.catalog import read_config_json
+    from llmctl.errors import ModelNotFound
+
     try:
-        arch = (json.loads((d / "config.json").read_text()).get("architectures") or [""])[0]
-    except (OSError, ValueError):
+        arch = (read_config_json(d / "config.json").get("architectures") or [""])[0]
+    except (ModelNotFound, AttributeError):
         arch = ""
     shapes: dict[str, list[int]] = {}
     for f in sorted(d.glob("*.safetensors")):
@@ -184,7 +188,7 @@ def check_config(config: dict, file: str, *, node_env: Optional[dict[str, str]],
             uri = lc.get("dynamic_lora_loading_path") if isinstance(lc, dict) else None
             if not isinstance(uri, str) or not uri:
                 continue
-            rep = AdapterReport(str((llm.get("model_loading_config") or {}).get("model_id")), uri.rstrip("/"))
+            rep = AdapterReport(str(model_id_of(llm)), uri.rstrip("/"))
             out += _check_store(app, llm, rep, file, node_env, shell_env)
             if reports is not None:
                 reports.append(rep)

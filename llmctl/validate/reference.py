@@ -33,10 +33,9 @@ def _autoscaling_model():
 
 
 def _suggest(word: str, choices: Iterable[str]) -> str:
-    import difflib
+    from llmctl.suggest import did_you_mean
 
-    m = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean '{m[0]}'?)" if m else ""
+    return did_you_mean(word, choices)
 
 
 

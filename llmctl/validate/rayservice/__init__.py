@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 import yaml
 
+from llmctl.serve_facts import is_loopback
 from llmctl.validate.rayservice import checks, schema
 from llmctl.validate.documents import Diagnostic, _Doc, _Sink
 
@@ -116,7 +117,7 @@ def _serve_rules(serve: dict, add) -> None:
     """What a serve config may do on a laptop but not inside a RayService."""
     http = serve.get("http_options") if isinstance(serve.get("http_options"), dict) else {}
     host = http.get("host")
-    if isinstance(host, str) and host in ("127.0.0.1", "localhost", "::1"):
+    if is_loopback(host):
         add(("http_options", "host"), f"{host}: the proxy must listen on 0.0.0.0 in a pod (KubeRay's serve Service and "
                                       "the workers' readiness probe reach it from outside); delete http_options.host",
             code="k8s-http-host")

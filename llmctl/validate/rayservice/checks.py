@@ -24,6 +24,7 @@ from llmctl.validate.rayservice.nodes import Group, family, read_group, undetect
 from llmctl.validate.rayservice.schema import dns1035_problem
 from llmctl.placement import ACC_PREFIX, bundles_total
 from llmctl.secrets import literal_secret
+from llmctl import serve_facts as sf
 
 NAME_MAX = 47  # kuberay#4045: longer RayService names are requeued forever
 UPGRADE_TYPES = ("NewCluster", "NewClusterWithIncrementalUpgrade", "None")
@@ -185,7 +186,7 @@ def gpu_arithmetic(obj: dict, serve: dict, add: Add, add_serve: Add) -> None:
                  for slot, c in app_llm_configs(app) if isinstance(c, dict)]
     wanted = {str(c.get("accelerator_type")) for _, c in llm_slots if isinstance(c.get("accelerator_type"), str)}
     unknown = _infer_types(gpu_groups, wanted)
-    llm_demands = [d for d in ds if d.deployment.startswith("LLMServer:")]
+    llm_demands = [d for d in ds if sf.is_llm_server(d.deployment)]
     broken = False
     for (loc, llm), d in zip(llm_slots, llm_demands):
         gpu_n = round(bundles_total(d.bundles, "GPU"))
@@ -195,7 +196,7 @@ def gpu_arithmetic(obj: dict, serve: dict, add: Add, add_serve: Add) -> None:
         tp = ek.get("tensor_parallel_size", 1) if isinstance(ek.get("tensor_parallel_size", 1), int) else 1
         pp = ek.get("pipeline_parallel_size", 1) if isinstance(ek.get("pipeline_parallel_size", 1), int) else 1
         acc = llm.get("accelerator_type") if isinstance(llm.get("accelerator_type"), str) else None
-        mid = (llm.get("model_loading_config") or {}).get("model_id", "?")
+        mid = sf.model_id_of(llm) or "?"
         if not gpu_groups:
             add_serve(loc, f"{mid} needs {gpu_n} GPU(s) per replica but no worker group has GPUs "
                            "(set nvidia.com/gpu limits on a worker group)", code="k8s-gpus")
@@ -308,7 +309,7 @@ def _capacity(grps, ds, llm_slots, llm_demands, wanted, rc, add_serve, place, pl
         asc = ("deployment_config", "autoscaling_config", "max_replicas" if what == "max_replicas" else "min_replicas")
         if not isinstance((llm.get("deployment_config") or {}).get("autoscaling_config"), dict):
             asc = ("deployment_config", "num_replicas")
-        if not d.deployment.startswith("LLMServer:"):  # the ingress
+        if not sf.is_llm_server(d.deployment):  # the ingress
             # min_replicas that cannot be placed: the app never runs (an error); max_replicas: the extra stay pending
             severity, code = ("error", "k8s-capacity") if what == "min_replicas" else (None, "k8s-max-replicas")
             add_serve(loc, f"{d.app}/{d.deployment}: {what} {count(d)} do not fit next to the models: each needs 1 CPU and the "
@@ -316,7 +317,7 @@ def _capacity(grps, ds, llm_slots, llm_demands, wanted, rc, add_serve, place, pl
         else:
             severity, code = ("error", "k8s-capacity") if what == "min_replicas" else (None, "k8s-max-replicas")
             tail = "" if what == "min_replicas" else ": the extra replicas stay pending; the app runs"
-            model = (llm.get("model_loading_config") or {}).get("model_id", d.deployment)
+            model = sf.model_id_of(llm) or d.deployment
             add_serve(loc + asc, f"{what} {count(d)} of {model} need {count(d) * gpus} GPUs "
                                  f"({gpus} per replica) but the worker groups at {reach} hold {placed} replica(s) next to the "
                                  f"other deployments ({have}){tail}; raise the group's maxReplicas or the GPUs per pod",

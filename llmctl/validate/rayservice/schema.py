@@ -110,10 +110,9 @@ def _schema_at(loc: tuple) -> dict:
 
 
 def _suggest(word: str, options: list[str]) -> str:
-    import difflib
+    from llmctl.suggest import did_you_mean
 
-    close = difflib.get_close_matches(word, options, n=1, cutoff=0.75)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+    return did_you_mean(word, options)
 
 
 def _kind(v: Any) -> str:

@@ -1,0 +1,54 @@
+"""Decisions the CLI used to make on its own live in the core (issue 39):
+``gen-config --slo`` is ``generate(capacity=llmctl.capacity(...))``, the
+``up --fix`` loop is ``llmctl.launch.fix.iter_up_fixing``, LoRA listing after
+``up`` is ``llmctl.launch.lora.served_adapters``."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import llmctl
+from llmctl.errors import UsageError
+
+from helpers import load_yaml, run_cli
+
+SLO = "ttft_p95=500ms,itl_p95=40ms"
+
+
+def test_generate_with_a_capacity_plan_is_gen_config_slo(tmp_path, capsys):
+    """The Python API and the command line choose the same GPU, TP and replicas for the same targets."""
+    table = llmctl.capacity("qwen3-0.6b", slo=SLO, rate=20, gpu="L4")
+    gen = llmctl.generate("qwen3-0.6b", capacity=table, write_files=False)
+    m = gen.spec.models[0]
+    assert gen.capacity.startswith(f"capacity (estimate): {m.gpu.name} TP {m.tp}:")
+    r = run_cli(capsys, "gen-config", "-m", "qwen3-0.6b", "--gpu", "L4", "--slo", SLO, "--rate", "20", "--yes", "--output-dir",
+                str(tmp_path), "--json")
+    assert r.code == 0, r.err
+    assert gen.capacity in r.err
+    (model_file,) = (tmp_path / "model_config").glob("*.yaml")
+    doc = load_yaml(model_file)
+    assert doc["accelerator_type"] == m.gpu.ray_type
+    assert doc["engine_kwargs"]["tensor_parallel_size"] == m.tp
+    assert doc["deployment_config"]["autoscaling_config"]["max_replicas"] == m.max_replicas
+
+
+def test_a_capacity_plan_is_for_one_model():
+    table = llmctl.capacity("qwen3-0.6b", slo=SLO, gpu="L4")
+    with pytest.raises(UsageError) as e:
+        llmctl.generate(["qwen3-0.6b", "qwen3-8b"], capacity=table, gpu="L4", write_files=False)
+    assert str(e.value).startswith("slo: give exactly one model")
+
+
+def test_the_fix_loop_and_lora_listing_are_core_functions():
+    """The CLI's up calls them; nothing of theirs is left in llmctl/cli/up.py."""
+    from llmctl.cli import up as cli_up
+    from llmctl.launch.fix import iter_up_fixing
+    from llmctl.launch.lora import served_adapters
+
+    src = inspect.getsource(cli_up)
+    assert "iter_up_fixing(" in src and "served_adapters(" in src
+    assert "fixmod.plan(" not in src and "fixmod.apply(" not in src and "/models" not in src
+    assert "approve" in inspect.signature(iter_up_fixing).parameters
+    assert list(inspect.signature(served_adapters).parameters) == ["result", "serve_path"]
