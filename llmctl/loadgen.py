@@ -486,7 +486,7 @@ def bench(
     res = asyncio.run(run_hold(settings, stop or threading.Event(), sample, on_progress, interval, cpu, headers, schedule))
     after = probe() if probe else None
     if before is not None and after is not None:
-        res.prefix_cache = prefix_cache(before, after)
+        res.prefix_cache = prefix_cache(before, after, chosen.split(":")[0])
     if dashboard and app_name:
         res.routing = routing_of(dashboard, app_name, ray_token_env)
     return res

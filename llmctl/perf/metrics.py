@@ -160,11 +160,14 @@ class MetricsReader:
         return out
 
 
-def prefix_cache(before: dict[str, EngineSample], after: dict[str, EngineSample]) -> dict:
+def prefix_cache(before: dict[str, EngineSample], after: dict[str, EngineSample], model: Optional[str] = None) -> dict:
     """vLLM's prefix-cache hit rate between two scrapes: prompt tokens found in
-    the cache over those looked up, for all replicas and per replica."""
+    the cache over those looked up, for all replicas (of ``model``, when given)
+    and per replica."""
     per: dict[str, dict] = {}
     for rid, a in sorted(after.items()):
+        if model and a.model and a.model != model:
+            continue
         b = before.get(rid)
         q = a.prefix_cache_queries - (b.prefix_cache_queries if b else 0.0)
         h = a.prefix_cache_hits - (b.prefix_cache_hits if b else 0.0)
