@@ -109,6 +109,10 @@ def gen_config_cmd(
     spec = collect(Session(interactive=interactive, assume_yes=yes), flags)
     gen = G.build(spec, output_dir, force=force)
     kube_notes: list[str] = []
+    if kuberay and autoscale_on:
+        raise UsageError("--autoscale-on with --kuberay: llmctl's latency policy (llmctl_latency) reaches a cluster through "
+                         "`llmctl up` (runtime_env py_modules), and the RayService manifest does not carry it yet; deploy "
+                         "with `llmctl up`, or leave out --kuberay")
     if kuberay:
         from llmctl.kuberay.manifest import KubeOptions
 
