@@ -32,7 +32,8 @@ import httpx
 from llmctl.errors import UsageError, param
 from llmctl.launch.benchprobe import ReplicaSample, cpu_probe, replica_sampler, routing_of  # noqa: F401 (re-exported)
 from llmctl.launch.endpoint import endpoint_headers, resolve_endpoint
-from llmctl.workload import _pair, prompt_of  # noqa: F401 (re-exported)
+from llmctl.workload import PrefixPool, _pair, prompt_of  # noqa: F401 (prompt_of: re-exported)
+
 
 @dataclass
 class RequestResult:
@@ -212,8 +213,6 @@ def _prompt(s: BenchSettings, seed: int, tokens: int, prefix_id: Optional[int]) 
     own = prompt_of(tokens, _pair(seed, s.seed), s.salt)
     if not s.prefixes or not s.prefix_tokens:
         return own, None
-    from llmctl.workload import PrefixPool
-
     pool = PrefixPool(s.prefixes, s.prefix_tokens)
     pid = pool.draw(_pair(seed, s.seed), s.salt) if prefix_id is None else prefix_id % pool.count
     return pool.text(pid, s.salt) + " " + own, pid

@@ -271,6 +271,10 @@ def canonical(app: dict, defaults: dict | None = None, base_args: dict | None = 
         for k, v in (llm.get("deployment_config") or {}).items():
             if _option_kind(k)[0] != IN_PLACE:
                 continue
+            if k == "autoscaling_config" and isinstance(v, dict) and isinstance(v.get("policy"), dict):
+                # a custom policy stays in the LLMConfig: Serve's REST handler imports an override's policy in the
+                # dashboard, which lacks the app's py_modules (llmctl's latency policy); the app's build task has them
+                continue
             d = (defaults or {}).get(k)
             ov[k] = {**d, **v} if isinstance(d, dict) and isinstance(v, dict) else copy.deepcopy(v)
         ov.update(given.pop(name, {}))

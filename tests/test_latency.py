@@ -51,6 +51,7 @@ def test_gen_config_router_and_policy(capsys, config_model, tmp_path):
     (["--router", "random"], "error: --router: 'random' is not a router llmctl writes; choose pow2 (Serve's default), prefix (PrefixCacheAffinityRouter)"),
     (["--autoscale-on", "latency_p95=2s"], "error: --autoscale-on: latency_p95: the policy scales on ttft or itl (vLLM's histograms), e.g. ttft_p95=500ms"),
     (["--autoscale-on", "ttft=2s"], "error: --autoscale-on: 'ttft=2s' is not METRIC_pNN=DURATION"),
+    (["--autoscale-on", "ttft_p95=1s", "--kuberay"], "error: --autoscale-on with --kuberay: llmctl's latency policy (llmctl_latency) reaches a cluster through `llmctl up`"),
     (["--autoscale-window", "10"], "error: --autoscale-window: the window of --autoscale-on's percentiles; add --autoscale-on (e.g. ttft_p95=500ms)"),
 ])
 def test_gen_config_refuses(capsys, config_model, tmp_path, args, line):
