@@ -268,12 +268,18 @@ def canonical(app: dict, defaults: dict | None = None, base_args: dict | None = 
     overrides: dict[str, dict] = {}
     for name, llm in _llms(app).items():
         ov: dict[str, Any] = {}
+        asc = (llm.get("deployment_config") or {}).get("autoscaling_config")
+        if isinstance(asc, dict) and isinstance(asc.get("policy"), dict):
+            # No overrides for a deployment with a custom policy: Ray 2.60 rebuilds an overridden deployment's
+            # DeploymentConfig from model_dump() in the controller (application_state.override_deployment_info),
+            # which drops the pickled policy and imports its path there, and the REST handler imports an override's
+            # policy in the dashboard; neither has the app's py_modules (ModuleNotFoundError: llmctl_latency,
+            # measured). The LLMConfig carries it to the app's build task, which has them.
+            if name in given:
+                overrides[name] = given.pop(name)
+            continue
         for k, v in (llm.get("deployment_config") or {}).items():
             if _option_kind(k)[0] != IN_PLACE:
-                continue
-            if k == "autoscaling_config" and isinstance(v, dict) and isinstance(v.get("policy"), dict):
-                # a custom policy stays in the LLMConfig: Serve's REST handler imports an override's policy in the
-                # dashboard, which lacks the app's py_modules (llmctl's latency policy); the app's build task has them
                 continue
             d = (defaults or {}).get(k)
             ov[k] = {**d, **v} if isinstance(d, dict) and isinstance(v, dict) else copy.deepcopy(v)

@@ -49,6 +49,10 @@ def _up(serve: Path, env: dict | None = None) -> None:
         r = llmctl("up", str(serve), "--timeout", "900", timeout=1000, env=env)
         if r.code == 0 or "did not answer" not in r.err:
             break
+    if r.code != 0:  # the whole of Serve's message (up prints its first line)
+        st = llmctl("status", "--json", env=env)
+        r.err += "\n" + "\n".join(f"{a['name']}: {a.get('message')}" for a in (st.json() or {}).get("applications", [])
+                                   if st.code == 0)
     assert r.code == 0, r.out + r.err
     print(f"\nup {serve.parent.name}: RUNNING after {time.monotonic() - t0:.0f}s")
 
