@@ -41,6 +41,7 @@ def test_gen_config_router_and_policy(capsys, config_model, tmp_path):
     assert kw["targets"] == {"ttft_p95": 0.4, "itl_p95": 0.06} and kw["window_s"] == 20
     assert kw["model_id"] == doc["model_loading_config"]["model_id"]
     assert "target_ongoing_requests" not in dc["autoscaling_config"]  # the policy decides, not the target
+    assert "max_ongoing_requests" not in dc  # requests wait inside vLLM, where its TTFT histogram sees the wait
     v = run_cli(capsys, "validate", str(next(tmp_path.glob("serve_*.yaml"))))
     assert v.code == 0, v.out + v.err
     assert "never scales" not in v.err
