@@ -99,8 +99,10 @@ def test_prefix_router_raises_the_prefix_cache_hit_rate(cluster_home, tiny_model
 
 TTFT_APP, TTFT_MODEL = "lat_ttft", "tiny-ttft"
 TTFT_LLM = f"LLMServer:{TTFT_MODEL}"
-TARGET_S = 0.25
-LOAD = ["--concurrency", "8", "--prompt-tokens", "200", "--max-tokens", "32"]
+# vLLM's own TTFT (arrival in the engine to first token) of the tiny model on this machine: 20-40 ms for a lone
+# request, 60-90 ms p95 at 8 streams of 200-word prompts (measured): the target sits between a lone request and the load.
+TARGET_S = 0.1
+LOAD = ["--concurrency", "16", "--prompt-tokens", "300", "--max-tokens", "16"]
 
 
 def _rest_replicas(dashboard: str) -> tuple[int, int | None]:
@@ -173,9 +175,9 @@ def test_ttft_target_scales_out_under_load_and_back(ttft_app, cluster_home, tmp_
 
 
 def _trace(path: Path) -> Path:
-    """Two minutes: 30 s quiet (0.2 req/s), a 40 s burst (2.5 req/s), 50 s quiet."""
+    """Two minutes: 30 s quiet (0.2 req/s), a 40 s burst (8 req/s), 50 s quiet."""
     rows = [(i * 5.0, 150, 24) for i in range(6)]
-    rows += [(30 + i * 0.4, 300, 32) for i in range(100)]
+    rows += [(30 + i * 0.125, 300, 16) for i in range(320)]
     rows += [(70 + i * 5.0, 150, 24) for i in range(11)]
     path.write_text("timestamp,input_tokens,output_tokens\n" + "".join(f"{t:.2f},{a},{b}\n" for t, a, b in rows))
     return path
@@ -190,7 +192,7 @@ def test_trace_replay_follows_the_burst(ttft_app, cluster_home, tmp_path):
     assert r.code == 0, r.err
     data = r.json()
     s = data["summary"]
-    assert s["done"] == 117 and s["failed"] == 0, s
+    assert s["done"] == 337 and s["failed"] == 0, s
     tl = _timeline(data)
     before = [p for p in tl if p["t"] < 30]
     burst = [p for p in tl if 30 <= p["t"] < 70 + 30]  # the burst, and the delays after it
