@@ -196,7 +196,7 @@ def test_validate_warns_of_the_kv_router(capsys, tmp_path):
     p = _model_config(tmp_path, "deployment_config: {request_router_config: {request_router_class: "
                                 "ray.serve.llm.request_router:KVAwareRouter}}")
     r = run_cli(capsys, "validate", str(p))
-    assert r.code == 0 and "warning: Ray 2.60's KVAwareRouter scores replicas only under direct streaming" in r.err, r.err
+    assert r.code == 0 and "note: Ray 2.60's KVAwareRouter scores replicas only under direct streaming" in r.err, r.err
 
 
 def _burst_trace(path: Path) -> Path:

@@ -99,7 +99,7 @@ CODES: dict[str, Code] = {c.code: c for c in [
        "deployment.", "Use ray.serve.llm.request_router:PrefixCacheAffinityRouter (llmctl gen-config --router prefix) or "
        "Serve's default, with the settings the message lists.",
        _MODEL.format("deployment_config: {request_router_config: {request_router_class: ray.serve.llm:LLMConfig}}")),
-    _c("kv-router", "warning", "A request router that deploys but will not do what it is for: Ray 2.60's KVAwareRouter behind "
+    _c("kv-router", "note", "A request router that deploys but will not do what it is for: Ray 2.60's KVAwareRouter behind "
        "build_openai_app's ingress (it needs direct streaming and ai-dynamo; it routes at random), or the prefix router with "
        "prefix caching off.", "Use PrefixCacheAffinityRouter with prefix caching on (llmctl gen-config --router prefix).",
        _MODEL.format("deployment_config: {request_router_config: {request_router_class: "

@@ -145,7 +145,7 @@ def _check_router(rrc: dict, data: dict, sink: _Sink) -> None:
                       f"{PREFIX_ROUTER_PATH} or Serve's default {DEFAULT_REQUEST_ROUTER_PATH}", code="router")
         return
     if cls.name == "KVAwareRouter":
-        sink.warn(loc, KV_REFUSED, code="kv-router")
+        sink.add(loc, KV_REFUSED + " (fine under direct streaming with ai-dynamo on the nodes)", code="kv-router")
     if isinstance(kwargs, dict) and kwargs:
         takes = cls.init_params or ()
         if not cls.var_kw:
@@ -160,7 +160,7 @@ def _check_router(rrc: dict, data: dict, sink: _Sink) -> None:
             sink.add(ROUTER + ("request_router_kwargs", "match_rate_threshold"),
                      f"must be a fraction between 0 and 1 (got {mrt!r})", code="router")
     if cls.name == "PrefixCacheAffinityRouter" and (data.get("engine_kwargs") or {}).get("enable_prefix_caching") is False:
-        sink.warn(loc, "routes requests to the replica that cached their prefix, but engine_kwargs.enable_prefix_caching is "
+        sink.add(loc, "routes requests to the replica that cached their prefix, but engine_kwargs.enable_prefix_caching is "
                        "false: nothing is cached; turn prefix caching on or use Serve's default router", code="kv-router")
 
 
@@ -170,11 +170,6 @@ def _check_policy(pol: dict, sink: _Sink) -> None:
         for sub, problem in policy_kwargs_problems(pol.get("policy_kwargs")):
             sink.add(POLICY + ("policy_kwargs",) + sub, problem, code="latency-policy")
         return
-    if isinstance(path, str) and path.strip().startswith("ray."):
-        fn = find(path)
-        if fn is not None and fn.kind == "other":
-            sink.add(POLICY + ("policy_function",), f"'{path}' is not callable: a policy is a function of the "
-                     "AutoscalingContext or a class whose instances are", code="latency-policy")
-    elif isinstance(path, str) and path.strip().split(":")[0].split(".")[0] == POLICY_MODULE:
+    if isinstance(path, str) and path.strip().split(":")[0].split(".")[0] == POLICY_MODULE:
         sink.add(POLICY + ("policy_function",), f"llmctl's latency policy is {POLICY_PATH} (got '{path}')",
                  code="latency-policy")
