@@ -47,6 +47,7 @@ _API = {
     "bench": ("llmctl.loadgen", "bench"),
     "sweep": ("llmctl.loadsweep", "sweep"),
     "capacity": ("llmctl.planner", "capacity"),
+    "trace_capacity": ("llmctl.planner", "trace_capacity"),
     "history": ("llmctl.launch.rollback", "history"),
     "rollback": ("llmctl.launch.rollback", "rollback"),
 }
@@ -57,7 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llmctl.genconfig import generate  # noqa: F401
     from llmctl.loadgen import bench  # noqa: F401
     from llmctl.loadsweep import sweep  # noqa: F401
-    from llmctl.planner import capacity  # noqa: F401
+    from llmctl.planner import capacity, trace_capacity  # noqa: F401
     from llmctl.launch.deploy import iter_up, up  # noqa: F401
     from llmctl.launch.operate import down, iter_down, status  # noqa: F401
     from llmctl.launch.rollback import history, rollback  # noqa: F401

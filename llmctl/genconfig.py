@@ -174,6 +174,9 @@ def generate(
     http_host: Optional[str] = None,
     http_port: Optional[int] = None,
     api_key_env: Optional[str] = None,
+    router: Optional[str] = None,
+    autoscale_on: Optional[str] = None,
+    autoscale_window: Optional[float] = None,
     output_dir: Path | str = ".",
     write_files: bool = True,
     force: bool = False,
@@ -217,7 +220,7 @@ def generate(
         enable_prefix_caching=enable_prefix_caching, trust_remote_code=trust_remote_code,
         tool_calling=tool_calling, reasoning=reasoning, inputs=inputs,
         app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port,
-        api_key_env=api_key_env,
+        api_key_env=api_key_env, router=router, autoscale_on=autoscale_on, autoscale_window=autoscale_window,
     )
     note = apply_capacity(flags, capacity) if capacity is not None else None
     spec = collect(Session(interactive=False, assume_yes=True), flags)

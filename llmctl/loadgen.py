@@ -30,11 +30,9 @@ from typing import Any, Callable, Optional
 import httpx
 
 from llmctl.errors import UsageError, param
+from llmctl.launch.benchprobe import ReplicaSample, cpu_probe, replica_sampler, routing_of  # noqa: F401 (re-exported)
 from llmctl.launch.endpoint import endpoint_headers, resolve_endpoint
-
-WORDS = ("ray serve runs large language models behind an openai compatible endpoint the replicas scale "
-         "with the load and the router balances traffic across them").split()
-_VOCAB = list(dict.fromkeys(WORDS))  # each word once: prompt_of draws from it and spells numbers in its base
+from llmctl.workload import PrefixPool, _pair, prompt_of  # noqa: F401 (prompt_of: re-exported)
 
 
 @dataclass
@@ -48,6 +46,7 @@ class RequestResult:
     error: str = ""  # "HTTP 404", "ReadTimeout", …
     detail: str = ""  # the start of a failed response's body (what the server said)
     start: float = 0.0  # seconds since the run began
+    prefix_id: Optional[int] = None  # the shared prefix it drew (llmctl.workload.PrefixPool)
 
     @property
     def tpot(self) -> Optional[float]:
@@ -56,15 +55,6 @@ class RequestResult:
         if self.ttft is None or self.output_tokens < 2:
             return None
         return max(0.0, self.latency - self.ttft) / (self.output_tokens - 1)
-
-
-@dataclass
-class ReplicaSample:
-    t: float
-    deployment: str
-    running: int
-    target: Optional[int]
-    message: str = ""
 
 
 @dataclass
@@ -86,6 +76,10 @@ class BenchSettings:
     rate: Optional[float] = None  # open loop: Poisson arrivals at this many requests/s (concurrency caps the in-flight)
     seed: int = 0
     salt: str = field(default_factory=lambda: secrets.token_hex(4))  # the run's prompts: new every run
+    prefixes: int = 0  # a prefix pool (llmctl.workload): this many shared prefixes ...
+    prefix_tokens: int = 0  # ... of about this many tokens, one per request before its own prompt_tokens
+    trace: Optional[str] = None  # a replayed trace (llmctl.workload.read_trace): its path
+    speedup: float = 1.0  # the trace's times divided by this
 
 
 def percentiles(values: list[float], ps: tuple[int, ...] = (50, 90, 99)) -> dict[str, Optional[float]]:
@@ -118,6 +112,8 @@ class BenchResult:
     interrupted: bool = False
     inflight: list[InflightSample] = field(default_factory=list)
     busy_cores: Optional[float] = None  # CPU cores the local cluster and the load generator kept busy
+    prefix_cache: Optional[dict] = None  # vLLM's prefix-cache hits over the run (llmctl.perf.metrics.prefix_cache)
+    routing: dict = field(default_factory=dict)  # deployment -> its request router and autoscaling policy
 
     @property
     def done(self) -> int:
@@ -161,6 +157,10 @@ class BenchResult:
             "interrupted": self.interrupted,
             "diagnoses": [{"code": d.code, "cause": d.cause, "fix": d.fix} for d in self.diagnoses()],
             **({"busy_cores": round(self.busy_cores, 3)} if self.busy_cores is not None else {}),
+            **({"prefix_cache": self.prefix_cache} if self.prefix_cache is not None else {}),
+            **({"routing": self.routing} if self.routing else {}),
+            **({"prefix_pool": {"count": self.settings.prefixes, "tokens": self.settings.prefix_tokens,
+                                "requests_per_prefix": _per_prefix(self.results)}} if self.settings.prefixes else {}),
         }
 
     @classmethod
@@ -201,31 +201,42 @@ class BenchResult:
                  "output_tokens": r.output_tokens, "prompt_tokens": r.prompt_tokens} for r in self.results]
 
 
-def prompt_of(n: int, seed: int, salt: str = "") -> str:
-    """About ``n`` tokens of plain words (the server's usage gives the real
-    count), drawn at random for (``salt``, ``seed``): each request of a run
-    its own prompt, so vLLM's prefix cache does not serve one prompt's
-    blocks to the next (a cycle of the same few prompts measured cache hits,
-    not prefills, wherever the engine caches prefixes)."""
-    vocab = _VOCAB
-    rng = random.Random(f"{salt}:{seed}")
-    words = [rng.choice(vocab) for _ in range(max(1, n))]
-    k = seed  # the first (up to) 5 words spell the seed in base len(vocab): a run's prompts differ even when short
-    for i in range(min(5, len(words))):
-        words[i], k = vocab[k % len(vocab)], k // len(vocab)
-    return " ".join(words)
+def _per_prefix(results: list[RequestResult]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in results:
+        if r.prefix_id is not None:
+            out[str(r.prefix_id)] = out.get(str(r.prefix_id), 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
 
 
-def _pair(a: int, b: int) -> int:
-    """Cantor's pairing: one number per (a, b), for any two naturals."""
-    return (a + b) * (a + b + 1) // 2 + b
+def _prompt(s: BenchSettings, seed: int, tokens: int, prefix_id: Optional[int]) -> tuple[str, Optional[int]]:
+    """The request's prompt: its own ``tokens`` (new for every request of the
+    run), after one of the pool's shared prefixes when there is a pool."""
+    # the request's number and its hold's (a sweep's step and pass), paired: a prompt of its own across a sweep
+    own = prompt_of(tokens, _pair(seed, s.seed), s.salt)
+    if not s.prefixes or not s.prefix_tokens:
+        return own, None
+    pool = PrefixPool(s.prefixes, s.prefix_tokens)
+    pid = pool.draw(_pair(seed, s.seed), s.salt) if prefix_id is None else prefix_id % pool.count
+    return pool.text(pid, s.salt) + " " + own, pid
 
 
-async def _one(client: httpx.AsyncClient, s: BenchSettings, seed: int) -> RequestResult:
+def request_of(s: BenchSettings, seed: int, req: Any = None) -> tuple[str, int, Optional[int]]:
+    """(prompt, max_tokens, prefix id) of request number ``seed``; ``req`` (a
+    llmctl.workload.TraceRequest) gives its tokens and prefix, else the settings do."""
+    tokens, max_tokens, pid = s.prompt_tokens, s.max_tokens, None
+    if req is not None:
+        tokens, max_tokens, pid = req.input_tokens, req.output_tokens, req.prefix_id
+        if s.prefixes and s.prefix_tokens:
+            tokens = max(1, tokens - s.prefix_tokens)
+    content, pid = _prompt(s, seed, tokens, pid)
+    return content, max_tokens, pid
+
+
+async def _one(client: httpx.AsyncClient, s: BenchSettings, content: str, max_tokens: int) -> RequestResult:
     body: dict[str, Any] = {
-        # the request's number and its hold's (a sweep's step and pass), paired: a prompt of its own across a sweep
-        "model": s.model, "messages": [{"role": "user", "content": prompt_of(s.prompt_tokens, _pair(seed, s.seed), s.salt)}],
-        "max_tokens": s.max_tokens, "ignore_eos": True, "stream": s.stream,
+        "model": s.model, "messages": [{"role": "user", "content": content}],
+        "max_tokens": max_tokens, "ignore_eos": True, "stream": s.stream,
     }
     if s.stream:
         body["stream_options"] = {"include_usage": True}
@@ -267,10 +278,13 @@ async def _one(client: httpx.AsyncClient, s: BenchSettings, seed: int) -> Reques
 
 async def run_hold(s: BenchSettings, stop: threading.Event, sample: Optional[Callable[[], list[ReplicaSample]]],
                on_progress: Optional[Callable[["BenchResult"], None]], interval: float,
-               cpu_seconds: Optional[Callable[[], float]] = None, headers: Optional[dict] = None) -> BenchResult:
+               cpu_seconds: Optional[Callable[[], float]] = None, headers: Optional[dict] = None,
+               schedule: Optional[list] = None) -> BenchResult:
     """One hold of load (a run of ``bench``, a step of a sweep): until ``s``'s
     requests are sent or its duration has passed, then until those in flight
-    finish."""
+    finish. ``schedule`` (llmctl.workload.TraceRequest, times already scaled):
+    each request sent at its time (at most ``s.concurrency`` in flight; the
+    rest wait), until the schedule ends, ``s.duration`` passes or ``stop``."""
     res = BenchResult(s, [], 0.0)
     sent = 0
     inflight = 0
@@ -288,15 +302,16 @@ async def run_hold(s: BenchSettings, stop: threading.Event, sample: Optional[Cal
         t0 = time.perf_counter()  # the run's clock starts once the client is ready
         cpu0 = cpu_seconds() if cpu_seconds else None
 
-        async def one(seed: int) -> None:
+        async def one(seed: int, req: Any = None) -> None:
             nonlocal inflight
             inflight += 1
             start = time.perf_counter() - t0
+            content, max_tokens, pid = request_of(s, seed, req)
             try:
-                r = await _one(client, s, seed)
+                r = await _one(client, s, content, max_tokens)
             finally:
                 inflight -= 1
-            r.start = start
+            r.start, r.prefix_id = start, pid
             res.results.append(r)
 
         async def worker(w: int) -> None:
@@ -348,7 +363,27 @@ async def run_hold(s: BenchSettings, stop: threading.Event, sample: Optional[Cal
                 for t in tasks:
                     t.cancel()
 
-        if s.rate:
+        async def replay() -> None:
+            """A trace: each request at its own time."""
+            nonlocal sent
+            gate = asyncio.Semaphore(s.concurrency)
+            tasks = []
+
+            async def gated(seed: int, req: Any) -> None:
+                async with gate:
+                    await one(seed, req)
+
+            for req in schedule or []:
+                await asyncio.sleep(max(0.0, t0 + req.t - time.perf_counter()))
+                if stop.is_set() or (s.duration is not None and time.perf_counter() - t0 >= s.duration):
+                    break
+                sent += 1
+                tasks.append(asyncio.create_task(gated(sent, req)))
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        if schedule is not None:
+            workers = [asyncio.create_task(replay())]
+        elif s.rate:
             workers = [asyncio.create_task(arrivals())]
         else:
             workers = [asyncio.create_task(worker(i)) for i in range(s.concurrency)]
@@ -375,34 +410,6 @@ async def run_hold(s: BenchSettings, stop: threading.Event, sample: Optional[Cal
     return res
 
 
-def cpu_probe(dashboard: Optional[str]):
-    """Busy-core accounting when the app runs on the local head llmctl started (llmctl.launch.metrics)."""
-    from llmctl.launch.metrics import local_cpu_seconds
-
-    return local_cpu_seconds(dashboard) if dashboard else None
-
-
-def replica_sampler(dashboard_url: str, app: str, ray_token_env: Optional[str] = None) -> Callable[[], list[ReplicaSample]]:
-    """Each LLM deployment's RUNNING / target replicas of ``app``, from Serve's REST API."""
-    from llmctl.launch.address import ray_token_for
-    from llmctl.launch.serve_api import ServeClient, summarize
-
-    token = ray_token_for(dashboard_url, ray_token_env)
-
-    def sample() -> list[ReplicaSample]:
-        out = []
-        with ServeClient(dashboard_url, timeout=10, token=token) as client:
-            st = client.status()
-        for a in summarize(st, client.url):
-            if a.name != app:
-                continue
-            for d in a.deployments:
-                out.append(ReplicaSample(0.0, d.name, d.running_replicas, d.target_replicas, d.autoscaling))
-        return out
-
-    return sample
-
-
 def bench(
     app: Optional[str] = None,
     *,
@@ -422,25 +429,66 @@ def bench(
     seed: int = 0,
     api_key_env: Optional[str] = None,
     ray_token_env: Optional[str] = None,
+    prefixes: int = 0,
+    prefix_tokens: int = 0,
+    trace: Optional[str] = None,
+    speedup: Optional[float] = None,
+    metrics_url: Optional[str] = None,
 ) -> BenchResult:
     """Load an app's OpenAI endpoint (found through status, or ``url``) and
     return what was measured, with the replica timeline. ``requests`` or
     ``duration`` bounds the run (default: 5 × concurrency requests).
-    ``ray_token_env``: the variable holding a remote cluster's Ray token."""
+    ``ray_token_env``: the variable holding a remote cluster's Ray token.
+
+    ``prefixes`` / ``prefix_tokens``: a prefix pool (llmctl.workload): each
+    prompt is one of ``prefixes`` shared prefixes of about ``prefix_tokens``
+    tokens, then ``prompt_tokens`` of its own. ``trace``: replay a trace file
+    (llmctl.workload.read_trace) at its own pace, ``speedup`` times faster;
+    its rows give each request's tokens (and prefix). With the engines'
+    metrics (the local head llmctl started, or ``metrics_url``) the result
+    holds vLLM's prefix-cache hit rate over the run; with the cluster's
+    Serve status, each deployment's request router and autoscaling policy."""
     for name, v in (("concurrency", concurrency), ("prompt_tokens", prompt_tokens), ("max_tokens", max_tokens)):
         if v is None or v < 1:
             raise UsageError(f"{param(name)}: must be a positive integer (got {v})", param=name)
     if requests is not None and duration is not None:
         raise UsageError(f"{param('requests')}: give {param('requests')} or {param('duration')}, not both", param="requests")
+    if (prefixes or prefix_tokens) and (prefixes < 1 or prefix_tokens < 1):
+        raise UsageError(f"{param('prefixes')} and {param('prefix_tokens')}: a prefix pool needs both, each a positive "
+                         f"integer (e.g. 8 prefixes of 256 tokens; got {prefixes} and {prefix_tokens})", param="prefixes")
+    schedule = None
+    if trace is not None:
+        from llmctl.workload import parse_speedup, read_trace
+
+        if requests is not None or rate is not None:
+            raise UsageError(f"{param('trace')}: the trace sets when requests arrive; leave out {param('requests')} and "
+                             f"{param('rate')} ({param('duration')} stops the replay early)", param="trace")
+        factor = parse_speedup(speedup)
+        schedule = read_trace(trace).scaled(factor).requests
+    elif speedup is not None:
+        raise UsageError(f"{param('speedup')}: scales a trace's times; add {param('trace')} FILE", param="speedup")
     if requests is not None and requests < 1:
         raise UsageError(f"{param('requests')}: must be a positive integer (got {requests})", param="requests")
     if duration is not None and duration <= 0:
         raise UsageError(f"{param('duration')}: must be a positive number of seconds (got {duration:g})", param="duration")
-    if requests is None and duration is None:
+    if requests is None and duration is None and schedule is None:
         requests = 5 * concurrency
     headers = endpoint_headers(app, url, address, api_key_env, ray_token_env)
     base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address, headers, ray_token_env)
-    settings = BenchSettings(base, chosen, concurrency, requests, duration, prompt_tokens, max_tokens, stream, rate, seed)
+    settings = BenchSettings(base, chosen, concurrency, requests, duration, prompt_tokens, max_tokens, stream, rate, seed,
+                             prefixes=prefixes, prefix_tokens=prefix_tokens, trace=str(trace) if trace else None,
+                             speedup=float(speedup or 1.0))
     sample = replica_sampler(dashboard, app_name, ray_token_env) if dashboard and app_name else None
     cpu = cpu_probe(dashboard)
-    return asyncio.run(run_hold(settings, stop or threading.Event(), sample, on_progress, interval, cpu, headers))
+    from llmctl.launch.metrics import engine_probe
+    from llmctl.perf.metrics import prefix_cache
+
+    probe = engine_probe(address, metrics_url, ray_token_env=ray_token_env) if (dashboard or metrics_url) else None
+    before = probe() if probe else None
+    res = asyncio.run(run_hold(settings, stop or threading.Event(), sample, on_progress, interval, cpu, headers, schedule))
+    after = probe() if probe else None
+    if before is not None and after is not None:
+        res.prefix_cache = prefix_cache(before, after, chosen.split(":")[0])
+    if dashboard and app_name:
+        res.routing = routing_of(dashboard, app_name, ray_token_env)
+    return res

@@ -8,6 +8,7 @@ catalog's recommendations follow. No ray / vllm import.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -372,3 +373,63 @@ def load(
     mode = "concurrency" if concurrency is not None else "rate"
     rows = load_rows(setups, mode=mode, values=values, isl=int(isl), osl=int(osl))
     return LoadTable(profile_obj, mode, values, int(isl), int(osl), rows)
+
+
+# --------------------------------------------------------------------------
+# capacity for a traffic trace: llmctl plan --trace FILE --slo ...
+
+
+DEFAULT_TRACE_WINDOW = 60.0
+
+
+@dataclass
+class TracePlan:
+    """``plan --trace``: the capacity table at the trace's peak (the busiest
+    ``window`` seconds, its rate and its requests' mean tokens), with the
+    replicas each setup needs at the trace's mean rate and window by window."""
+
+    trace: dict  # llmctl.workload.Trace.summary
+    table: CapacityTable
+    windows: list = field(default_factory=list)  # [(start, rate)]
+    speedup: float = 1.0
+
+    def replicas_for(self, row, rate: float) -> Optional[int]:
+        """Replicas of a setup for ``rate`` requests/s (None: out of reach); 1 for an idle window."""
+        if row.max_rate <= 0:
+            return None
+        if rate <= 0:
+            return 1
+        if row.by_replicas:  # a shared host: replicas slow each other down, read the measured curve
+            return next((r for r, total in sorted(row.by_replicas.items()) if total >= rate), None)
+        return max(1, math.ceil(rate / row.max_rate - 1e-9))
+
+    def to_json(self) -> dict[str, Any]:
+        rows = []
+        for r in self.table.rows:
+            rows.append({**r.to_json(), "replicas_at_peak": r.replicas,
+                         "replicas_at_mean": self.replicas_for(r, self.trace["mean_rate"]),
+                         "replicas_by_window": [self.replicas_for(r, rate) for _, rate in self.windows]})
+        return {"trace": self.trace, "speedup": self.speedup, "windows": [[round(s, 3), rate] for s, rate in self.windows],
+                "capacity": {**self.table.to_json(), "rows": rows}}
+
+
+def trace_capacity(model: Union[str, ModelProfile], *, trace: str, slo: str, window: Optional[float] = None,
+                   speedup: Optional[float] = None, **kw: Any) -> TracePlan:
+    """``llmctl plan --trace``: the replicas, cost and limiting bound a trace
+    needs within ``slo`` — sized for its busiest ``window`` seconds (the peak
+    rate and the mean prompt / output tokens of the requests in it), not its
+    mean rate; the rest of ``kw`` as :func:`capacity` takes it (gpu, tp,
+    price, profile, max_model_len, …). Estimates (docs/capacity.md)."""
+    from llmctl.workload import parse_speedup, read_trace
+
+    w = DEFAULT_TRACE_WINDOW if window is None else float(window)
+    if not w > 0:
+        raise UsageError(f"{param('window')}: must be a positive number of seconds (got {window})", param="window")
+    factor = parse_speedup(speedup)
+    t = read_trace(trace).scaled(factor)
+    summary = t.summary(w)
+    peak = summary["peak"]
+    isl = max(1, round(peak["input_tokens_mean"] or summary["input_tokens_mean"] or 1))
+    osl = max(1, round(peak["output_tokens_mean"] or summary["output_tokens_mean"] or 1))
+    table = capacity(model, slo=slo, rate=peak["rate"], isl=isl, osl=osl, **kw)
+    return TracePlan(summary, table, t.rate_series(w), factor)

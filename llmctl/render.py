@@ -117,7 +117,15 @@ def deployment_config(spec: ModelSpec) -> dict[str, Any]:
     dc: dict[str, Any] = {}
     if spec.max_ongoing_requests is not None:
         dc["max_ongoing_requests"] = spec.max_ongoing_requests
+    if spec.latency_goals:
+        from llmctl.latency import policy_config
+
+        asc["policy"] = policy_config(spec.latency_goals, spec.model_id)
     dc["autoscaling_config"] = asc
+    if spec.router:
+        from llmctl.latency import ROUTERS, router_config
+
+        dc["request_router_config"] = router_config(ROUTERS[spec.router])
     return dc
 
 

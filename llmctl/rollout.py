@@ -269,6 +269,16 @@ def canonical(app: dict, defaults: dict | None = None, base_args: dict | None = 
     overrides: dict[str, dict] = {}
     for name, llm in _llms(app).items():
         ov: dict[str, Any] = {}
+        asc = (llm.get("deployment_config") or {}).get("autoscaling_config")
+        if isinstance(asc, dict) and isinstance(asc.get("policy"), dict):
+            # No overrides for a deployment with a custom policy: Ray 2.60 rebuilds an overridden deployment's
+            # DeploymentConfig from model_dump() in the controller (application_state.override_deployment_info),
+            # which drops the pickled policy and imports its path there, and the REST handler imports an override's
+            # policy in the dashboard; neither has the app's py_modules (ModuleNotFoundError: llmctl_latency,
+            # measured). The LLMConfig carries it to the app's build task, which has them.
+            if name in given:
+                overrides[name] = given.pop(name)
+            continue
         for k, v in (llm.get("deployment_config") or {}).items():
             if _option_kind(k)[0] != IN_PLACE:
                 continue

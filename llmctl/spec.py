@@ -330,6 +330,9 @@ class ModelSpec:
     upscale_delay_s: Optional[float] = None
     downscale_delay_s: Optional[float] = None
     expected_tokens: Optional[int] = None
+    # Serving for latency (llmctl.latency): the request router's name and the latency goals of the autoscaling policy.
+    router: Optional[str] = None
+    latency_goals: tuple = ()
     # vLLM engine arguments beyond llmctl's own keys (typed by llmctl.engine_args).
     engine_extra: dict = field(default_factory=dict)
     # llmctl.sizing's choice behind tp / max_model_len: the plan and the reasons

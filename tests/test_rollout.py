@@ -452,3 +452,15 @@ def test_recorded_globals_round_trip_and_make_an_unchanged_put(tmp_path, monkeyp
     other = {**same, "logging_config": {"log_level": "INFO"}}
     assert not update.unchanged(p, other, current, ["a"], rec)
     assert not update.unchanged(p, same, current, ["a"], {})  # never sent: GET cannot tell, so send
+
+
+def test_a_custom_autoscaling_policy_is_not_sent_as_an_override():
+    """Serve's REST handler parses `deployments:` overrides in the dashboard, which imports an override's policy
+    there, and Ray 2.60's controller rebuilds an overridden deployment's config from model_dump(), dropping the pickled
+    policy and importing its path (ModuleNotFoundError for llmctl's latency policy, which only the app's py_modules
+    hold, measured): no override for such a deployment; the LLMConfig carries the policy to the build task."""
+    policy = {"policy_function": "llmctl_latency:LatencyPolicy", "policy_kwargs": {"targets": {"ttft_p95": 0.5}, "model_id": "tiny"}}
+    a = rollout.canonical(with_llm(lambda d: d["deployment_config"]["autoscaling_config"].update(policy=policy)),
+                          update._llm_defaults())
+    assert "deployments" not in a  # none for that deployment: Ray's override path re-imports the policy in the controller
+    assert a["args"]["llm_configs"][0]["deployment_config"]["autoscaling_config"]["policy"] == policy

@@ -72,7 +72,7 @@ def _timeline_text(res) -> list[str]:
 def bench_cmd(
     app_name: Annotated[Optional[str], typer.Argument(metavar="APP", help="Application to load (default: the only one).")] = None,
     model: Annotated[Optional[str], typer.Option("--model-id", metavar="ID", help="Model id to request (default: the app's first); BASE:ADAPTER requests a LoRA adapter of BASE (its first request loads it).")] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", metavar="N", help="Requests in flight at once.")] = 8,
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-c", metavar="N", help="Requests in flight at once (default 8; with --trace: 256, a cap on those the trace has in flight).")] = None,
     requests: Annotated[Optional[int], typer.Option("--requests", metavar="N", help="Stop after N requests (default: 5 × concurrency).")] = None,
     duration: Annotated[Optional[float], typer.Option("--duration", "-d", metavar="SECONDS", help="Stop after this many seconds instead.")] = None,
     prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", metavar="N", help="About this many prompt tokens per request.")] = 128,
@@ -90,6 +90,11 @@ def bench_cmd(
     warmup: Annotated[float, typer.Option("--warmup", metavar="SECONDS", help="With --sweep: leave out of each step the requests started in its first SECONDS (its clients all start at once, and those seconds run faster than the steady state).")] = 0.0,
     repeat: Annotated[int, typer.Option("--repeat", metavar="N", help="With --sweep: run the whole sweep N times and pool each step's requests (a slow drift of the host weighs on every step alike).")] = 1,
     report: Annotated[Optional[Path], typer.Option("--report", metavar="DIR", help="Write DIR/index.html (self-contained), PNG plots and DIR/benchmark_report.json (llm-d benchmark report v0.2).")] = None,
+    prefixes: Annotated[int, typer.Option("--prefixes", metavar="N", help="A prefix pool: each prompt starts with one of N shared prefixes (drawn at random; new every run), then --prompt-tokens of its own. With --prefix-tokens.")] = 0,
+    prefix_tokens: Annotated[int, typer.Option("--prefix-tokens", metavar="L", help="Tokens of each shared prefix (about; the server's usage counts).")] = 0,
+    trace: Annotated[Optional[Path], typer.Option("--trace", metavar="FILE", help="Replay a request trace (CSV or JSON Lines): Azure LLM inference (TIMESTAMP, ContextTokens, GeneratedTokens), BurstGPT (Timestamp, Request tokens, Response tokens, ...) or timestamp, input_tokens, output_tokens[, prefix_id]; each request at its time, with its tokens (--concurrency caps those in flight).")] = None,
+    speedup: Annotated[Optional[float], typer.Option("--speedup", metavar="FACTOR", help="With --trace: replay FACTOR times faster (0.5: half as fast).")] = None,
+    metrics_url: Annotated[Optional[str], typer.Option("--metrics-url", metavar="URL", help="The engines' metrics (http://NODE:METRICS_EXPORT_PORT/metrics) for the prefix-cache hit rate, on a cluster llmctl did not start.")] = None,
 ) -> None:
     """Load an app's OpenAI endpoint: req/s, tokens/s, TTFT and inter-token latency, and the replicas over time."""
     from llmctl.loadgen import bench
@@ -103,6 +108,10 @@ def bench_cmd(
         raise UsageError("--repeat: repeats a sweep; add --sweep STEPS (e.g. --sweep 1,2,4,8 --duration 30 --repeat 2)")
     if warmup and not sweep:
         raise UsageError("--warmup: applies to the steps of a sweep; add --sweep STEPS (e.g. --sweep 1,2,4,8 --duration 30 --warmup 5)")
+    if sweep and (prefixes or prefix_tokens or trace is not None):
+        raise UsageError("--sweep: not with --prefixes/--prefix-tokens or --trace (a sweep sends its own steps)")
+    if concurrency is None:
+        concurrency = 256 if trace is not None else 8  # a trace sets the arrivals: a cap, not a load
     if sweep:
         _sweep_cmd(app_name, model, sweep, duration, slo_obj, prompt_tokens, max_tokens, concurrency, url, address,
                    json_out, output, report, api_key_env, repeat, warmup, ray_token_env)
@@ -136,7 +145,8 @@ def bench_cmd(
         res = bench(app_name, model=model, url=url, address=address, concurrency=concurrency, requests=requests,
                     duration=duration, prompt_tokens=prompt_tokens, max_tokens=max_tokens, stream=not no_stream,
                     stop=stop, on_progress=None if json_out else progress, rate=rate, api_key_env=api_key_env,
-                    ray_token_env=ray_token_env)
+                    ray_token_env=ray_token_env, prefixes=prefixes, prefix_tokens=prefix_tokens,
+                    trace=str(trace) if trace is not None else None, speedup=speedup, metrics_url=metrics_url)
     finally:
         signal.signal(signal.SIGINT, previous)
         if live is not None:
@@ -165,10 +175,12 @@ def bench_cmd(
         print_json(data)
     else:
         s = res.settings
-        head = (f"{s.model} at {s.url}: {s.concurrency} concurrent, {s.prompt_tokens} prompt / {s.max_tokens} output tokens"
-                + (", interrupted" if res.interrupted else ""))
+        load = (f"trace {s.trace}" + (f" x{s.speedup:g}" if s.speedup != 1 else "") if s.trace else
+                f"{s.concurrency} concurrent, {s.prompt_tokens} prompt / {s.max_tokens} output tokens")
+        pool = f", {s.prefixes} shared prefixes of {s.prefix_tokens} tokens" if s.prefixes else ""
+        head = f"{s.model} at {s.url}: {load}{pool}" + (", interrupted" if res.interrupted else "")
         out.print(_table(res, head))
-        for line in _timeline_text(res):
+        for line in _timeline_text(res) + _serving_text(res):
             out.print(line, markup=False)
         for e, n in res.errors().items():
             err.print(f"warning: {n} request(s) failed: {e}", markup=False)
@@ -177,6 +189,20 @@ def bench_cmd(
     if res.done == 0:
         # Ctrl-C before any request finished measured nothing but broke nothing either.
         raise typer.Exit(EXIT_INTERRUPTED if res.interrupted and res.failed == 0 else EXIT_FAILED)
+
+
+def _serving_text(res) -> list[str]:
+    """The request router and autoscaling policy of each LLM deployment, and vLLM's prefix-cache hit rate."""
+    lines = []
+    for dep, r in res.routing.items():
+        if dep.startswith("LLMServer"):
+            lines.append(f"{dep} request router: {r.get('router') or 'Serve default (power of two choices)'}"
+                         + (f"; autoscaling policy: {r['autoscaling_policy']}" if r.get("autoscaling_policy") else ""))
+    pc = res.prefix_cache
+    if pc and pc.get("hit_rate") is not None:
+        per = ", ".join(f"{rid} {v['hit_rate']:.0%} of {v['queries']:.0f}" for rid, v in pc["replicas"].items())
+        lines.append(f"prefix cache (vLLM): {pc['hit_rate']:.1%} of {pc['queries']:.0f} prompt tokens hit" + (f" ({per})" if per else ""))
+    return lines
 
 
 def _write_json(path: Path, data: Any) -> None:

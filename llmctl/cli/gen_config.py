@@ -56,6 +56,9 @@ def gen_config_cmd(
     http_host: Annotated[Optional[str], typer.Option("--http-host", metavar="HOST", help=f"Serve HTTP host in the serve file (default {LOOPBACK_HOST}).")] = None,
     http_port: Annotated[Optional[int], typer.Option("--http-port", metavar="PORT", min=1, max=65535, help="Serve HTTP port in the serve file (default 8000).")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", metavar="NAME", help="Require an API key on the endpoint (401 without 'Authorization: Bearer <key>' on every route): NAME of the environment variable holding it on the cluster's nodes. Never the key. In a terminal it is asked (default on for GPUs).")] = None,
+    router: Annotated[Optional[str], typer.Option("--router", metavar="pow2|prefix", help="The request router: pow2 (Serve's default, power of two choices) or prefix (PrefixCacheAffinityRouter: requests that share a prefix go to the replica that cached it). kv (KVAwareRouter) is refused: Ray 2.60 needs direct streaming and ai-dynamo for it (docs/latency.md).")] = None,
+    autoscale_on: Annotated[Optional[str], typer.Option("--autoscale-on", metavar="TARGETS", help="Autoscale on latency: ttft_p95=500ms and/or itl_p95=50ms, read from the engines' histograms over --autoscale-window; a replica is added while a percentile is above its target, removed while all stay below half of it (within --min/--max-replicas, after --upscale-delay / --downscale-delay). llmctl up ships the policy.")] = None,
+    autoscale_window: Annotated[Optional[float], typer.Option("--autoscale-window", metavar="SECONDS", help="With --autoscale-on: seconds of requests each percentile covers (default 30).")] = None,
     kuberay: Annotated[bool, typer.Option("--kuberay", help="Also write rayservice_<timestamp>.yaml: a KubeRay RayService of the same app (see llmctl kuberay).")] = False,
     hf_secret: HfSecretOpt = None,
     api_key_secret: ApiKeySecretOpt = None,
@@ -97,7 +100,7 @@ def gen_config_cmd(
         enable_prefix_caching=enable_prefix_caching, trust_remote_code=trust_remote_code,
         tool_calling=tool_calling, reasoning=reasoning, inputs=inputs,
         app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port,
-        api_key_env=api_key_env,
+        api_key_env=api_key_env, router=router, autoscale_on=autoscale_on, autoscale_window=autoscale_window,
     )
     if slo is not None:
         from llmctl.planner import capacity
@@ -113,6 +116,10 @@ def gen_config_cmd(
     spec = collect(Session(interactive=interactive, assume_yes=yes), flags)
     gen = G.build(spec, output_dir, force=force)
     kube_notes: list[str] = []
+    if kuberay and autoscale_on:
+        raise UsageError("--autoscale-on with --kuberay: llmctl's latency policy (llmctl_latency) reaches a cluster through "
+                         "`llmctl up` (runtime_env py_modules), and the RayService manifest does not carry it yet; deploy "
+                         "with `llmctl up`, or leave out --kuberay")
     if kuberay:
         from llmctl.kuberay.manifest import KubeOptions
 

@@ -45,6 +45,9 @@ def plan_cmd(
     price: Annotated[Optional[str], typer.Option("--price", metavar="GPU=USD,...", help="With --slo: USD per GPU-hour, overriding llmctl's dated default table (e.g. L4=0.70,H100=2.99).")] = None,
     profile: Annotated[Optional[list[Path]], typer.Option("--profile", metavar="FILE", help="With --slo: a `bench --sweep --output` file (repeatable: one per replica count) to fit the model's efficiencies to; needed for --gpu cpu.")] = None,
     gpus_per_node: GpusPerNodeOpt = None,
+    trace: Annotated[Optional[Path], typer.Option("--trace", metavar="FILE", help="With --slo: size for a request trace (the layouts `bench --trace` replays): replicas, cost and the bound for its busiest --window, not its mean rate; also the replicas window by window.")] = None,
+    window: Annotated[Optional[float], typer.Option("--window", metavar="SECONDS", help="With --trace: the window its peak rate is taken over (default 60).")] = None,
+    speedup: Annotated[Optional[float], typer.Option("--speedup", metavar="FACTOR", help="With --trace: the trace replayed FACTOR times faster (as `bench --trace --speedup`).")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Estimate weights, KV cache and concurrency per GPU; advise a TP size. With --slo: capacity for a latency goal and its cost."""
@@ -52,6 +55,23 @@ def plan_cmd(
 
     if not model:
         raise UsageError("no model given; pass --model (a catalog id from `llmctl models`, an HF repo id or a directory)")
+    if trace is not None:
+        if slo is None:
+            raise UsageError("--trace: sizes for latency targets; add --slo (e.g. --slo ttft_p95=500ms,itl_p95=40ms)")
+        if rate is not None or concurrency is not None:
+            raise UsageError("--trace: the trace sets the rate; leave out --rate and --concurrency")
+        from llmctl.planner import trace_capacity
+
+        tp_plan = trace_capacity(model, trace=str(trace), slo=slo, window=window, speedup=speedup, gpu=gpu, tp=tp, price=price,
+                                 profile=[str(p) for p in profile or []], max_model_len=max_model_len, dtype=dtype,
+                                 kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs)
+        if json_:
+            print_json(tp_plan.to_json())
+        else:
+            _render_trace(tp_plan)
+        return
+    if window is not None or speedup is not None:
+        raise UsageError("--window and --speedup: apply to a trace; add --trace FILE")
     if slo is not None:
         from llmctl.planner import capacity
 
@@ -197,6 +217,25 @@ def _render_capacity(table) -> None:
     if best is not None:
         out.print(f"Next: llmctl gen-config --model {table.profile.id} --slo {table.slo.text()}"
                   + (f" --rate {table.rate:g}" if table.rate else "") + f" --isl {table.isl} --osl {table.osl}", markup=False)
+
+
+def _render_trace(tp) -> None:
+    s = tp.trace
+    pk = s["peak"]
+    out.print(f"trace {s['path']} ({s['layout']}{f', x{tp.speedup:g}' if tp.speedup != 1 else ''}): {s['requests']} requests over "
+              f"{s['duration_s']:.0f} s, mean {s['mean_rate']:.2f} req/s; busiest {s['window_s']:g} s from {pk['start_s']:.0f} s: "
+              f"{pk['rate']:.2f} req/s, {pk['input_tokens_mean']:.0f} in / {pk['output_tokens_mean']:.0f} out tokens "
+              "(sized for the peak, not the mean)"
+              + (f"; {s['skipped']} failed request(s) left out" if s.get("skipped") else ""), markup=False)
+    _render_capacity(tp.table)
+    for r in tp.table.rows:
+        if r.max_rate <= 0:
+            continue
+        mean = tp.replicas_for(r, s["mean_rate"])
+        series = [tp.replicas_for(r, rate) for _, rate in tp.windows]
+        txt = " ".join("-" if n is None else str(n) for n in series)
+        out.print(f"{r.gpu} TP {r.tp}: {r.replicas if r.replicas else 'out of reach'} replica(s) at the peak, "
+                  f"{mean if mean else 'out of reach'} at the mean rate; per {s['window_s']:g} s window: {txt}", markup=False)
 
 
 def _print_extrapolations(rows) -> None:

@@ -57,13 +57,15 @@ def short_key(var: str, value: Optional[str]) -> Optional[str]:
             f"characters (it does not start: fail closed); use a long random key: export {var}=$(openssl rand -hex 32)")
 
 
-def package() -> tuple[str, bytes]:
-    """``(gcs:// URI, zip bytes)`` of the ingress module: the same bytes, hence
-    the same URI, for the same source (Ray's naming: ``_ray_pkg_<hash>.zip``)."""
+def package(module: str = MODULE) -> tuple[str, bytes]:
+    """``(gcs:// URI, zip bytes)`` of one of llmctl's cluster modules (the
+    ingress by default): the same bytes, hence the same URI, for the same
+    source (Ray's naming: ``_ray_pkg_<hash>.zip``)."""
+    src = SOURCE_DIR.parent / module
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for f in sorted(SOURCE_DIR.rglob("*.py")):
-            info = zipfile.ZipInfo(f"{MODULE}/{f.relative_to(SOURCE_DIR).as_posix()}", date_time=(1980, 1, 1, 0, 0, 0))
+        for f in sorted(src.rglob("*.py")):
+            info = zipfile.ZipInfo(f"{module}/{f.relative_to(src).as_posix()}", date_time=(1980, 1, 1, 0, 0, 0))
             info.external_attr = 0o644 << 16
             z.writestr(info, f.read_bytes())
     data = buf.getvalue()
@@ -74,13 +76,14 @@ def is_our_package(uri: Any) -> bool:
     return isinstance(uri, str) and uri.startswith("gcs://_ray_pkg_") and uri.endswith(".zip")
 
 
-def deliver(config: dict, client) -> Optional[str]:
-    """Upload the module (once) and name it in the ``py_modules`` of every app
-    that uses the ingress; returns the URI (None: no app uses it)."""
-    apps = [app for app, _ in keyed_apps(config)]
+def deliver(config: dict, client, apps: Optional[list] = None, module: str = MODULE) -> Optional[str]:
+    """Upload a cluster module (once; the ingress by default) and name it in
+    the ``py_modules`` of every app that uses it (``apps``; default: those with
+    the API-key ingress); returns the URI (None: no app uses it)."""
+    apps = [app for app, _ in keyed_apps(config)] if apps is None else apps
     if not apps:
         return None
-    uri, data = package()
+    uri, data = package(module)
     client.upload_package(uri, data)
     for app in apps:
         renv = app.setdefault("runtime_env", {})

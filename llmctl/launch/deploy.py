@@ -48,6 +48,7 @@ from llmctl.launch import cluster as _cluster
 from llmctl.launch import preflight as _preflight
 from llmctl.launch import tokens as _tokens
 from llmctl.launch import update as _update
+from llmctl.latency import POLICY_MODULE, POLICY_PATH, policy_apps
 from llmctl.launch.prepare import Prepared, prepare
 from llmctl.launch.events import PlanReady, Progress, Step, UpEvent, UpResult, run_to_result
 from llmctl.launch.watch import check_models, wait_running  # noqa: F401 (check_models: re-exported)
@@ -337,6 +338,9 @@ def iter_up(
         from llmctl.launch import apikey
 
         yield from apikey.deliver_steps(prepared.config, client, target)  # before the plan: it names the package
+        uri = apikey.deliver(prepared.config, client, policy_apps(prepared.config), POLICY_MODULE)
+        if uri:
+            yield Step(f"latency autoscaling policy ({POLICY_PATH}) uploaded to the cluster as {uri} (runtime_env py_modules)")
         deployed = yield from _deploy_steps(prepared, client, target, http_host, dry_run, confirm)
         if deployed is None:  # a dry run
             apps = [a for a in summarize(client.status(), client.url) if a.name in prepared.app_names]

@@ -50,6 +50,31 @@ def engine_metrics(address: Optional[str] = None, metrics_url_: Optional[str] = 
         raise ClusterUnreachable(f"no metrics at {url} ({type(e).__name__})") from None
 
 
+def engine_probe(address: Optional[str] = None, metrics_url_: Optional[str] = None, *,
+                 ray_token_env: Optional[str] = None) -> Optional[Callable[[], Optional[dict]]]:
+    """A function that scrapes the engines' counters now (per replica; None
+    when the scrape fails), or None when no metrics endpoint is known (a
+    cluster llmctl did not start and no ``metrics_url``)."""
+    import httpx
+
+    from llmctl.errors import LlmctlError
+    from llmctl.perf.metrics import MetricsReader
+
+    try:
+        url = metrics_url(address, metrics_url_, ray_token_env=ray_token_env)
+    except LlmctlError:
+        return None
+    reader = MetricsReader(url)
+
+    def scrape() -> Optional[dict]:
+        try:
+            return reader.scrape()
+        except httpx.HTTPError:
+            return None
+
+    return scrape
+
+
 def local_cpu_seconds(dashboard_url: Optional[str] = None) -> Optional[Callable[[], float]]:
     """CPU seconds used so far by the local Ray head llmctl started (every
     process of it: raylet, workers, Serve replicas) and this process, or None

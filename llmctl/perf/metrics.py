@@ -66,6 +66,8 @@ class EngineSample:
     itl_sum: float = 0.0
     itl_count: float = 0.0
     preemptions: float = 0.0
+    prefix_cache_queries: float = 0.0  # prompt tokens looked up in the prefix cache, and found
+    prefix_cache_hits: float = 0.0
     live: bool = False  # reported a gauge: an engine that runs (Ray keeps a stopped replica's counters)
 
 
@@ -93,7 +95,9 @@ _GAUGES = {"num_requests_running": "running", "num_requests_waiting": "waiting",
 _COUNTERS = {"generation_tokens_total": "generation_tokens", "prompt_tokens_total": "prompt_tokens",
              "time_to_first_token_seconds_sum": "ttft_sum", "time_to_first_token_seconds_count": "ttft_count",
              "inter_token_latency_seconds_sum": "itl_sum", "inter_token_latency_seconds_count": "itl_count",
-             "num_preemptions_total": "preemptions"}
+             "num_preemptions_total": "preemptions",
+             "prefix_cache_queries_total": "prefix_cache_queries", "prefix_cache_queries": "prefix_cache_queries",
+             "prefix_cache_hits_total": "prefix_cache_hits", "prefix_cache_hits": "prefix_cache_hits"}
 
 
 def samples_of(text: str, t: Optional[float] = None) -> dict[str, EngineSample]:
@@ -154,3 +158,21 @@ class MetricsReader:
         out = stats_of(now, self.last)
         self.last = now
         return out
+
+
+def prefix_cache(before: dict[str, EngineSample], after: dict[str, EngineSample], model: Optional[str] = None) -> dict:
+    """vLLM's prefix-cache hit rate between two scrapes: prompt tokens found in
+    the cache over those looked up, for all replicas (of ``model``, when given)
+    and per replica."""
+    per: dict[str, dict] = {}
+    for rid, a in sorted(after.items()):
+        if model and a.model and a.model != model:
+            continue
+        b = before.get(rid)
+        q = a.prefix_cache_queries - (b.prefix_cache_queries if b else 0.0)
+        h = a.prefix_cache_hits - (b.prefix_cache_hits if b else 0.0)
+        if q > 0:
+            per[rid] = {"queries": q, "hits": h, "hit_rate": h / q}
+    q = sum(v["queries"] for v in per.values())
+    h = sum(v["hits"] for v in per.values())
+    return {"queries": q, "hits": h, "hit_rate": h / q if q else None, "replicas": per}

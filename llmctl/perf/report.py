@@ -266,10 +266,22 @@ def _html(sweep: dict, files: dict[str, Path]) -> str:
         data = base64.b64encode(files[name].read_bytes()).decode()
         figs.append(f'<figure id="{name}"><img alt="{e(title)}" src="data:image/png;base64,{data}"><figcaption>{e(title)}</figcaption></figure>')
     prov = sweep.get("provenance") or {}
+    serving = []
+    for st in sweep["steps"]:  # a single run's router and vLLM's prefix-cache hit rate (bench --prefixes)
+        m = st["summary"]
+        for dep, r in (m.get("routing") or {}).items():
+            if dep.startswith("LLMServer"):
+                serving.append(f"<p>{e(dep)}: request router {e(r.get('router') or 'Serve default (power of two choices)')}"
+                               + (f"; autoscaling policy {e(r['autoscaling_policy'])}" if r.get("autoscaling_policy") else "") + "</p>")
+        pc = m.get("prefix_cache") or {}
+        if pc.get("hit_rate") is not None:
+            serving.append(f"<p>Prefix cache (vLLM): <b>{pc['hit_rate']:.1%}</b> of {pc['queries']:.0f} prompt tokens hit"
+                           + (f"; {m['prefix_pool']['count']} shared prefixes of {m['prefix_pool']['tokens']} tokens"
+                              if m.get("prefix_pool") else "") + "</p>")
     mr = sweep.get("max_rate_within_slo")
-    best = ""
+    best = "".join(serving)
     if mr:
-        best = (f"<p>Highest rate within {e(json.dumps(mr['slo']))}: <b>{mr['req_per_s']:.2f} req/s</b></p>"
+        best += (f"<p>Highest rate within {e(json.dumps(mr['slo']))}: <b>{mr['req_per_s']:.2f} req/s</b></p>"
                 if mr.get("req_per_s") is not None else "<p>No step met every target.</p>")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>llmctl bench report: {e(s['model'])}</title>

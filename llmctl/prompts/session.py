@@ -57,6 +57,9 @@ class Flags:
     http_host: Optional[str] = None
     http_port: Optional[int] = None
     api_key_env: Optional[str] = None  # "" = explicitly none
+    router: Optional[str] = None  # pow2 | prefix (llmctl.latency), for every model
+    autoscale_on: Optional[str] = None  # ttft_p95=500ms (llmctl.latency), for every model
+    autoscale_window: Optional[float] = None
 
 
 def per_model(values: list[str], flag: str, n: int, i: int) -> Optional[str]:

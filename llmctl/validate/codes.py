@@ -94,6 +94,22 @@ CODES: dict[str, Code] = {c.code: c for c in [
        "RAYLLM_VLLM_ENGINE_CLS) that no installed package provides here: an error with --local (or for a path into Ray "
        "itself), a warning otherwise (it may exist only on the cluster).", "Install the package on the cluster, or fix the path.",
        _MODEL.format("callback_config: {callback_class: my_callbacks.audit:AuditCallback}")),
+    _c("router", "error", "deployment_config.request_router_config names a class of the installed Ray that is not a request "
+       "router (Serve's RequestRouter), or request_router_kwargs its initialize_state does not take; Serve fails the "
+       "deployment.", "Use ray.serve.llm.request_router:PrefixCacheAffinityRouter (llmctl gen-config --router prefix) or "
+       "Serve's default, with the settings the message lists.",
+       _MODEL.format("deployment_config: {request_router_config: {request_router_class: ray.serve.llm:LLMConfig}}")),
+    _c("kv-router", "note", "A request router that deploys but will not do what it is for: Ray 2.60's KVAwareRouter behind "
+       "build_openai_app's ingress (it needs direct streaming and ai-dynamo; it routes at random), or the prefix router with "
+       "prefix caching off.", "Use PrefixCacheAffinityRouter with prefix caching on (llmctl gen-config --router prefix).",
+       _MODEL.format("deployment_config: {request_router_config: {request_router_class: "
+                     "ray.serve.llm.request_router:KVAwareRouter}}")),
+    _c("latency-policy", "error", "autoscaling_config.policy names llmctl's latency policy (llmctl_latency:LatencyPolicy) "
+       "with settings it does not take or values out of range, or a policy of the installed Ray that is not callable.",
+       "Write it with llmctl gen-config --autoscale-on ttft_p95=500ms, or fix the setting the message names.",
+       _MODEL.format("deployment_config: {autoscaling_config: {min_replicas: 1, max_replicas: 2, policy: "
+                     "{policy_function: 'llmctl_latency:LatencyPolicy', policy_kwargs: {targets: {ttft_p95: 0.5}, "
+                     "model_id: m, window: 30}}}}")),
     _c("unknown-field", "error", "An LLMConfig field Ray does not have (LLMConfig forbids extra fields).",
        "Use the field the message suggests.", _MODEL.format("accelerator_typ: L4")),
     _c("model-unreadable", "warning", "The model's config.json exists but cannot be read; TP, context and fit checks were skipped.",

@@ -66,7 +66,8 @@ def _check_scaling(dc: dict, asc: dict, sink: _Sink, loc: tuple, hint: Optional[
     mn, mx = lax_int(asc.get("min_replicas", 1)), lax_int(asc.get("max_replicas", 1))  # as Serve reads them
     target = asc.get("target_ongoing_requests")
     # with num_replicas: auto the target defaults to Serve's own (2), not Ray Serve LLM's 1e9 (auto-replicas says so)
-    if is_int(mn) and is_int(mx) and mx > mn and target is None and dc.get("num_replicas") != "auto":
+    custom = isinstance(policy_function(asc), str)  # a policy of its own decides; the target is not what scales it
+    if is_int(mn) and is_int(mx) and mx > mn and target is None and dc.get("num_replicas") != "auto" and not custom:
         if hint is not None and hint.target_ongoing_requests:
             fix = f"llmctl suggests target_ongoing_requests: {hint.target_ongoing_requests} for {hint.where}"
         else:

@@ -73,6 +73,10 @@ def check_llm_config(data: Any, sink: _Sink, *, base_dir: Path, local_node: bool
         _check_lora(data, ek, model_id, sink)
     with sink.guard("classes", ()):
         _check_classes(data, sink, local_node)
+    with sink.guard("request router and autoscaling policy", ("deployment_config",)):
+        from llmctl.validate.latency import check_latency
+
+        check_latency(data, sink)
     # Ray's own schema last, for what llmctl did not already explain better.
     with sink.guard("Ray LLMConfig"):
         _ray_llm_config(data, sink)
@@ -419,7 +423,9 @@ def _check_classes(data: dict, sink: _Sink, local_node: bool) -> None:
     if isinstance(rrc, dict):
         paths.append((("deployment_config", "request_router_config", "request_router_class"), rrc.get("request_router_class")))
     asc = dc.get("autoscaling_config") if isinstance(dc, dict) else None
-    if isinstance(policy_function(asc), str):  # Serve imports it in the controller
+    from llmctl.validate.latency import is_llmctl_policy
+
+    if isinstance(policy_function(asc), str) and not is_llmctl_policy(policy_function(asc)):  # Serve imports it; llmctl's ships with `up`
         paths.append((("deployment_config", "autoscaling_config", "policy", "policy_function"), policy_function(asc)))
     cb = data.get("callback_config")
     if isinstance(cb, dict) and isinstance(cb.get("callback_class"), str):  # each replica imports it (get_or_create_callback)
