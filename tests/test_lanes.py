@@ -1,5 +1,5 @@
 """`make test` runs two plain pytest lanes side by side (Makefile): the tests
-on the session's Ray head (``-m "cluster and not own_cluster"``, one process,
+on the session's Ray head (``-m "cluster and not own_cluster and not long"``, one process,
 file order), and the rest (``-m "not cluster"``, then ``-m own_cluster``: the
 tests that start clusters of their own). The lanes are pytest's own mark
 expressions; what must hold for them to split the suite, each test once, is
