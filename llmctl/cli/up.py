@@ -23,8 +23,8 @@ def _apply_fixes(file: Path, fixable: list, yes: bool) -> None:
     """Show each fix as a diff, apply it after confirmation (old file kept as .bak)."""
     import sys
 
+    from llmctl.cli.ask import confirm
     from llmctl.launch import fix as fixmod
-    from llmctl.prompts import ask_confirm
 
     done: set[str] = set()
     for app_name, model_id, d in fixable:
@@ -36,7 +36,7 @@ def _apply_fixes(file: Path, fixable: list, yes: bool) -> None:
         if not yes:
             if not (sys.stdin.isatty() and sys.stdout.isatty()):
                 raise UsageError(f"--fix: {plan.file} would change as shown; pass --yes to apply it without a terminal")
-            if not ask_confirm(f"Apply this change to {plan.file}?", True):
+            if not confirm(f"Apply this change to {plan.file}?", True):
                 raise UsageError("--fix: change not applied; nothing was redeployed")
         bak = fixmod.apply(plan)
         err.print(f"changed {plan.file} (the old one is {bak}); deploying again …", markup=False)
@@ -48,14 +48,14 @@ def _confirm_on_terminal(plan) -> bool:
     Without one (CI), ``up`` applies as it always has: the plan is printed first."""
     import sys
 
+    from llmctl.cli.ask import confirm
     from llmctl.rollout import IN_PLACE, REMOVED_APP, ROLLING
-    from llmctl.prompts import ask_confirm
 
     if not any(k in (IN_PLACE, ROLLING, REMOVED_APP) for k in plan.kinds().values()):
         return True  # new applications only: nothing running changes
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         return True
-    return ask_confirm("Apply this plan?", False)
+    return confirm("Apply this plan?", False)
 
 
 TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="Seconds to wait for RUNNING before giving up (the app keeps deploying).")]
