@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from llmctl._version import __version__
 
 _API = {
     "generate": ("llmctl.genconfig", "generate"),

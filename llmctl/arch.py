@@ -4,8 +4,8 @@ one converter from a Hugging Face ``config.json`` to it
 
 Every model goes through the converter: a config.json read at run time (a
 local directory, the hub's cache), a published start-up log's config in
-tests/data, and the catalog itself (scripts/build_catalog.py turns each
-reference-facts row into a config.json-shaped dict, :mod:`llmctl.facts`, and
+tests/data, and the catalog itself (tools/build_catalog.py turns each
+reference-facts row into a config.json-shaped dict, :mod:`tools.facts`, and
 converts that). So a model's numbers cannot depend on where it came from.
 
 The converter reads config.json the way vLLM's model classes and config

@@ -7,7 +7,7 @@ unless the weights alone, at the low edge of that band, exceed the memory).
 Each name is a key of vLLM 0.29's ``_VLLM_MODELS``
 (``vllm/model_executor/models/registry.py``; the committed table
 tests/data/vllm_registry-0.29.0.json, written by
-scripts/build_vllm_registry.py, is what tests/test_sizing_registry.py walks).
+tools/build_vllm_registry.py, is what tests/test_sizing_registry.py walks).
 A family is listed when every tensor and cache vLLM builds for it is one the
 converter reads (docs/sizing.md, "Any config.json"); parts it still does not
 read make the plan approximate on their own (a vision tower without a

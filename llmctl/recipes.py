@@ -8,7 +8,7 @@ writes them: ``enable_auto_tool_choice`` + ``tool_call_parser`` and
 family). :data:`FAMILY_RECIPES` is that table, each row with the file and
 section it was read from (vLLM 0.29.0, Ray 2.60's pin). Three users:
 
-- ``scripts/build_catalog.py`` (through :func:`llmctl.facts.recipes_of`) gives
+- ``tools/build_catalog.py`` (through :func:`tools.facts.recipes_of`) gives
   every catalog model of a documented family its recipes, where vLLM's
   per-model recipe (the facts row) names none;
 - ``llmctl gen-config`` gives a model outside the catalog the recipes of its
@@ -17,7 +17,7 @@ section it was read from (vLLM 0.29.0, Ray 2.60's pin). Three users:
   (:func:`template_recipes`);
 - tests check every parser named here against the names the target vLLM
   registers (:func:`registered_parsers`: ``llmctl/_parsers_vllm-<version>.json``,
-  read from vLLM's source by ``scripts/build_vllm_parsers.py``), so a parser
+  read from vLLM's source by ``tools/build_vllm_parsers.py``), so a parser
   vLLM renames fails a test, not a deployment.
 
 Nothing here prints or reads the network.
@@ -218,7 +218,7 @@ def parsers_path(version: str = TARGET_VLLM) -> Path:
 def registered_parsers(version: str = TARGET_VLLM) -> dict[str, Any]:
     """The parser names vLLM ``version`` registers (``tool_call_parsers``,
     ``reasoning_parsers``) and the chat templates its examples/ ships, as
-    scripts/build_vllm_parsers.py read them from vLLM's source."""
+    tools/build_vllm_parsers.py read them from vLLM's source."""
     return json.loads(parsers_path(version).read_text(encoding="utf-8"))
 
 

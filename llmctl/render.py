@@ -18,7 +18,8 @@ from typing import Any, Optional
 
 import yaml
 
-from llmctl import __version__, sizing
+from llmctl import sizing
+from llmctl._version import __version__
 from llmctl.errors import LlmctlError, OutputExists, param
 from llmctl.paths import data_dir, write_all_atomic
 from llmctl.spec import (

@@ -249,6 +249,19 @@ def config_model(tmp_path) -> Path:
     return make_model_dir(tmp_path / "tiny-llama")
 
 
+@pytest.fixture
+def shipped_engine_args(monkeypatch):
+    """The engine-argument tables llmctl ships, read afresh; a test that would
+    introspect an installed vLLM instead fails."""
+    from llmctl import engine_args as ea
+    from llmctl.engine_args import table as ea_table
+
+    ea.engine_args.cache_clear()
+    monkeypatch.setattr(ea_table, "_introspect_to", lambda path: pytest.fail("no introspection in these tests"))
+    yield
+    ea.engine_args.cache_clear()
+
+
 # The session's Ray head and what is built on it: a test using one of these
 # shares that head, so it belongs to the head lane (`make test-head`).
 HEAD_FIXTURES = frozenset({"ray_head", "cluster_home", "day2_app"})

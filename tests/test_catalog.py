@@ -11,7 +11,7 @@ import yaml
 from helpers import REPO, run_cli
 from llmctl.catalog import ModelArch, ModelProfile, load_catalog, load_entry, resolve_model
 from llmctl.errors import CatalogError, ModelNotFound
-from llmctl.facts import arch_dict_from_facts, model_id_of, row_problem
+from tools.facts import arch_dict_from_facts, model_id_of, row_problem
 from llmctl.hardware import GPUS
 
 ALL_FACTS = [r for name in ("reference_model_facts.yaml", "reference_model_facts_2026.yaml")
@@ -237,7 +237,7 @@ def test_a_catalog_entry_given_as_config_json_sizes_the_same(row, tmp_path):
     import json
 
     from llmctl import sizing
-    from llmctl.facts import config_from_facts
+    from tools.facts import config_from_facts
     from llmctl.sizing.kv import layout
 
     entry = CATALOG[model_id_of(row["hf_repo"])]

@@ -26,7 +26,7 @@ import pytest
 from helpers import REPO
 
 DOC_FILES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-CODE_FILES = sorted(p for d in ("llmctl", "tests", "scripts", "bench") for p in (REPO / d).rglob("*.py"))
+CODE_FILES = sorted(p for d in ("llmctl", "tests", "scripts", "tools", "bench") for p in (REPO / d).rglob("*.py"))
 
 NAME = re.compile(r"(?<![\w./-])llmctl(?:\.[A-Za-z_][A-Za-z0-9_]*)+\*?")
 SPAN = re.compile(r"(?<!`)`([^`\n]+(?:\n[^`\n]+)?)`(?!`)")
@@ -35,13 +35,13 @@ ROOT_FILES = {"Makefile", "pyproject.toml", "mkdocs.yml", "README.md", "CHANGELO
 
 
 def _tracked_top_dirs() -> list[str]:
-    names = {"llmctl", "tests", "scripts", "bench", "docs", "model_catalog", "templates", ".ci"}
+    names = {"llmctl", "tests", "scripts", "tools", "bench", "docs", "model_catalog", "templates", ".ci"}
     return sorted(n for n in names if (REPO / n).is_dir())
 
 
 TOP_DIRS = _tracked_top_dirs()
 PATH = re.compile(r"^(?:%s)/[\w.*<>/-]*$" % "|".join(re.escape(t) for t in TOP_DIRS))
-CODE_PATH = re.compile(r"(?<![\w./-])(?:llmctl|tests|scripts|bench)/[\w/.-]*\w\.py\b")
+CODE_PATH = re.compile(r"(?<![\w./-])(?:llmctl|tests|scripts|tools|bench)/[\w/.-]*\w\.py\b")
 
 
 def _text(path: Path) -> str:

@@ -307,7 +307,7 @@ def test_owned_tables_are_consistent(specs):
 def test_table_header_and_shape(version):
     specs, header = ea.load_table(ea.table_path(version))
     assert header["vllm_version"] == version
-    assert header["generated_by"].startswith("scripts/build_engine_args.py --from-source")
+    assert header["generated_by"].startswith("tools/build_engine_args.py --release")
     assert header["date"] and header["format"] == ea.TABLE_FORMAT
     assert len(specs) > 250
     for name, sp in specs.items():
@@ -487,8 +487,8 @@ def _installed_version():
 def test_introspected_reference_matches_installed_vllm(tmp_path):
     """A fresh introspection of the installed vLLM equals the committed
     introspected table (which tests/test_engine_arg_tables.py compares with
-    the table read from vLLM's source). On failure: run
-    scripts/build_engine_args.py and review the diff."""
+    the shipped table of the same release). On failure: run
+    tools/build_engine_args.py and review the diff."""
     table = json.loads(INTROSPECTED.read_text())
     if _installed_version() != table["vllm_version"]:
         pytest.skip(f"the reference is from vLLM {table['vllm_version']}, vLLM {_installed_version()} is installed")
@@ -501,5 +501,5 @@ def test_introspected_reference_matches_installed_vllm(tmp_path):
     assert sorted(now) == sorted(shipped), f"added {sorted(set(now) - set(shipped))}, removed {sorted(set(shipped) - set(now))}"
     changed = {n: {k: (shipped[n].get(k), now[n].get(k)) for k in now[n] if shipped[n].get(k) != now[n].get(k)}
                for n in now if now[n] != shipped[n]}
-    assert not changed, f"rebuild with scripts/build_engine_args.py: {changed}"
+    assert not changed, f"rebuild with tools/build_engine_args.py: {changed}"
     assert fresh["args"] == table["args"]  # same order too

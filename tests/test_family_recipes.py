@@ -173,7 +173,7 @@ SDIST = Path(os.environ.get("LLMCTL_VLLM_SDIST", "")) if os.environ.get("LLMCTL_
 @pytest.mark.skipif(SDIST is None or not (SDIST / "vllm" / "tool_parsers" / "__init__.py").is_file(),
                     reason="the vLLM 0.29.0 sdist is not unpacked here (set LLMCTL_VLLM_SDIST)")
 def test_shipped_registry_file_matches_the_sdist():
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_vllm_parsers.py"), str(SDIST), "--check"],
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "build_vllm_parsers.py"), str(SDIST), "--check"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 

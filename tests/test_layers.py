@@ -1,15 +1,22 @@
-"""The structure of the package: the layer contract (import-linter, in
-pyproject.toml) holds, and no import cycle exists among llmctl's modules,
-counting imports inside functions too (which import-linter also sees, but a
-cycle inside one layer would not break a layers contract)."""
+"""The structure of the package: the layer contracts (import-linter, in
+pyproject.toml) name every module of llmctl and hold, no module outside the UI
+reaches a UI library even through another module, and no import cycle exists
+among llmctl's modules, counting imports inside functions too (which
+import-linter also sees, but a cycle inside one layer would not break a layers
+contract)."""
 
 from __future__ import annotations
 
 import ast
+import pkgutil
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+
+import llmctl
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,3 +99,48 @@ def test_layer_contract_holds():
     r = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "0 broken" in r.stdout
+
+
+UI = {"llmctl.cli", "llmctl.__main__"}
+
+
+def _contracts() -> dict[str, dict]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    return {c["type"]: c for c in config["contracts"]}
+
+
+def _top_modules() -> set[str]:
+    """Every module and subpackage directly in llmctl/, as pkgutil lists them."""
+    return {f"llmctl.{m.name}" for m in pkgutil.iter_modules(llmctl.__path__)}
+
+
+def test_every_module_is_in_a_layer():
+    layers = _contracts()["layers"]["layers"]
+    named = [m for layer in layers for m in re.split(r"[|:]", layer) if m.strip()]
+    named = [m.strip() for m in named]
+    assert len(named) == len(set(named)), "a module is in two layers"
+    mods = _top_modules()
+    assert {"llmctl.cli", "llmctl.engine_args", "llmctl._version", "llmctl.errors"} <= mods
+    assert sorted(mods - set(named)) == [], "modules in no layer of pyproject.toml's [tool.importlinter]"
+    assert sorted(set(named) - mods) == [], "layers name modules that do not exist"
+    assert layers[:2] == ["llmctl.__main__", "llmctl.cli"]  # the UI on top, alone
+
+
+def test_nothing_outside_the_ui_may_reach_it_even_indirectly():
+    forbidden = _contracts()["forbidden"]
+    assert not forbidden.get("allow_indirect_imports", False)
+    assert {"rich", "typer", "questionary", "llmctl.cli"} <= set(forbidden["forbidden_modules"])
+    assert sorted(_top_modules() - UI - set(forbidden["source_modules"])) == []
+
+
+def test_version_has_its_own_module():
+    """``__version__`` is defined once, in a bottom module the package, the
+    renderers and pyproject.toml (hatch's version source) all read."""
+    from llmctl import _version
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "version" in config["project"]["dynamic"] and "version" not in config["project"]
+    assert config["tool"]["hatch"]["version"]["path"] == "llmctl/_version.py"
+    assert llmctl.__version__ is _version.__version__
+    defined = [f for f in (ROOT / "llmctl").rglob("*.py") if re.search(r"^__version__\s*=", f.read_text(encoding="utf-8"), re.M)]
+    assert defined == [ROOT / "llmctl" / "_version.py"]

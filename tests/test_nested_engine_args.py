@@ -16,7 +16,6 @@ import pytest
 
 from helpers import model_file, run_cli
 from llmctl import engine_args as ea
-from llmctl.engine_args import table as ea_table
 from llmctl.engine_args.nested import check_nested, config_at, other_release_with_key
 from llmctl.vllm_version import default_vllm_version
 
@@ -33,12 +32,7 @@ PUBLISHED = {
 
 
 
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch):
-    ea.engine_args.cache_clear()
-    monkeypatch.setattr(ea_table, "_introspect_to", lambda path: pytest.fail("no introspection in these tests"))
-    yield
-    ea.engine_args.cache_clear()
+pytestmark = pytest.mark.usefixtures("shipped_engine_args")
 
 
 def _specs(version: str = PIN.label) -> dict:

@@ -391,14 +391,14 @@ def test_dry_run_starts_no_head_and_bad_input_is_one_line(config_model, tmp_path
 def test_confirmation_only_on_a_terminal_and_only_for_a_running_app(monkeypatch):
     import sys
 
+    from llmctl.cli import ask
     from llmctl.cli import up as up_cli
-    from llmctl import prompts
 
     a = rollout.canonical(app(), update._llm_defaults())
     _, change = put(deployed(a), with_llm(lambda l: l["engine_kwargs"].update(max_num_seqs=8)))
     _, new = put({"applications": {}}, app())
     asked = []
-    monkeypatch.setattr(prompts, "ask_confirm", lambda msg, default: asked.append((msg, default)) or False)
+    monkeypatch.setattr(ask, "confirm", lambda msg, default: asked.append((msg, default)) or False)
     monkeypatch.setattr(sys.stdin, "isatty", lambda: False, raising=False)
     assert up_cli._confirm_on_terminal(change) and not asked  # no terminal: applies (the plan is printed first)
     monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)

@@ -1,7 +1,7 @@
 """Every architecture the reference vLLM serves is either modelled by llmctl's
 converter or reported as approximate — never sized as exact without being
 modelled (issue 36). The architectures are vLLM 0.29.0's ``_VLLM_MODELS``,
-read from its registry.py by scripts/build_vllm_registry.py into the committed
+read from its registry.py by tools/build_vllm_registry.py into the committed
 table tests/data/vllm_registry-0.29.0.json."""
 
 from __future__ import annotations

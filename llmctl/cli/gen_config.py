@@ -85,7 +85,8 @@ def gen_config_cmd(
     """
     from llmctl import genconfig as G
     from llmctl.errors import UsageError
-    from llmctl.prompts import Flags, Session, ask_confirm, collect
+    import llmctl.cli.ask as ask
+    from llmctl.prompts import Flags, Session, collect, use_terminal
 
     flags = Flags(
         models=model or [], model_ids=model_id or [], gpus=gpu or [], gpus_per_node=gpus_per_node or [], tps=tp or [], pps=pp or [],
@@ -113,6 +114,7 @@ def gen_config_cmd(
     interactive = sys.stdin.isatty() and sys.stdout.isatty() and not json_out
     if len(flags.model_ids) > 1 and len(flags.model_ids) != len(flags.models):
         raise UsageError(f"--model-id given {len(flags.model_ids)} times for {len(flags.models)} models; give it once per --model")
+    use_terminal(ask if interactive else None)
     spec = collect(Session(interactive=interactive, assume_yes=yes), flags)
     gen = G.build(spec, output_dir, force=force)
     kube_notes: list[str] = []
@@ -136,7 +138,7 @@ def gen_config_cmd(
     asked = interactive and not yes
     if asked:
         _summary(spec)
-        if not ask_confirm(f"Write {len(gen.documents) + (gen.manifest is not None)} files to {output_dir.resolve()}?", True):
+        if not ask.confirm(f"Write {len(gen.documents) + (gen.manifest is not None)} files to {output_dir.resolve()}?", True):
             err.print("Nothing written.")
             raise typer.Exit(1)
     G.write(gen, force=force)

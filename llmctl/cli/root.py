@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from llmctl import __version__
+from llmctl._version import __version__
 from llmctl.errors import EXIT_CODES
 
 

@@ -20,14 +20,14 @@ def _approve_fix(yes: bool):
     """``approve`` of the core's fix loop (llmctl.launch.fix.iter_up_fixing): --yes, else ask on a terminal."""
     import sys
 
-    from llmctl.prompts import ask_confirm
+    from llmctl.cli.ask import confirm
 
     def approve(plan) -> bool:
         if yes:
             return True
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise UsageError(f"--fix: {plan.file} would change as shown; pass --yes to apply it without a terminal")
-        return ask_confirm(f"Apply this change to {plan.file}?", True)
+        return confirm(f"Apply this change to {plan.file}?", True)
 
     return approve
 
@@ -37,14 +37,14 @@ def _confirm_on_terminal(plan) -> bool:
     Without one (CI), ``up`` applies as it always has: the plan is printed first."""
     import sys
 
+    from llmctl.cli.ask import confirm
     from llmctl.rollout import IN_PLACE, REMOVED_APP, ROLLING
-    from llmctl.prompts import ask_confirm
 
     if not any(k in (IN_PLACE, ROLLING, REMOVED_APP) for k in plan.kinds().values()):
         return True  # new applications only: nothing running changes
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         return True
-    return ask_confirm("Apply this plan?", False)
+    return confirm("Apply this plan?", False)
 
 
 TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="Seconds to wait for RUNNING before giving up (the app keeps deploying).")]

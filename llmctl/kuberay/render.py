@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import yaml
 
-from llmctl import __version__
+from llmctl._version import __version__
 from llmctl.errors import LlmctlError
 from llmctl.validate.rayservice import nodes
 from llmctl.validate.rayservice.checks import TIMEOUT_ANNOTATION

@@ -2,11 +2,12 @@
 
 Each question is asked through :meth:`Session.answer`: a flag value wins and is
 parsed by the same ``llmctl.spec.parse_*`` function a prompt's ``validate=``
-uses; without a flag, a terminal gets a questionary prompt; with no terminal,
+uses; without a flag, a terminal gets a prompt (the CLI's questionary
+front-end, :mod:`llmctl.cli.ask`, given by :func:`use_terminal`); with no terminal,
 ``--yes`` takes the default and anything else is a MissingAnswerError naming
 the flag (exit 2 at once, never a wait for input).
 
-Modules: :mod:`.session` (Flags, Session, the questionary helpers),
+Modules: :mod:`.session` (Flags, Session, the terminal's questions),
 :mod:`.model` (one model's questions), :mod:`.scaling` (autoscaling details),
 :mod:`.engine` (engine settings), :mod:`.app` (the whole flow).
 """
@@ -21,4 +22,5 @@ from llmctl.prompts.session import (  # noqa: F401
     ask_select,
     ask_text,
     per_model,
+    use_terminal,
 )

@@ -1,14 +1,14 @@
 """Flags, the Session that answers questions from flags / prompts / defaults,
-and the questionary front-end (imported lazily: only the interactive path
-needs it)."""
+and the terminal the prompts go to (handed over by the CLI: no UI import
+here)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 from llmctl import spec as S
-from llmctl.errors import LlmctlError, MissingAnswerError, UsageError
+from llmctl.errors import MissingAnswerError, UsageError
 
 _MISSING = object()
 CUSTOM = "__custom__"
@@ -111,42 +111,46 @@ class Session:
 
 
 # --------------------------------------------------------------------------
-# questionary front-end (imported lazily: only the interactive path needs it)
+# The terminal the questions go to: the CLI hands over its front-end
+# (llmctl.cli.ask, questionary) with use_terminal; the core never imports one.
 
 
-def _validator(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    def check(text: str):
-        try:
-            parse(text)
-        except (ValueError, LlmctlError) as e:
-            return str(getattr(e, "message", e))
-        return True
+class Terminal(Protocol):
+    def text(self, message: str, parse: Callable[[str], Any], default: str = "",
+             instruction: Optional[str] = None) -> Any: ...
 
-    return check
+    def select(self, message: str, choices: Sequence[tuple[str, Any]], default: Any = None,
+               search: bool = False) -> Any: ...
+
+    def confirm(self, message: str, default: bool) -> bool: ...
+
+
+_terminal: Optional[Terminal] = None
+
+
+def use_terminal(terminal: Optional[Terminal]) -> None:
+    """Where an interactive :class:`Session`'s questions are asked (the CLI's
+    ``llmctl.cli.ask``); None: nowhere."""
+    global _terminal
+    _terminal = terminal
+
+
+def _asked() -> Terminal:
+    if _terminal is None:
+        raise MissingAnswerError("no terminal to ask on (llmctl.prompts.use_terminal was not called)")
+    return _terminal
 
 
 def ask_text(message: str, parse: Callable[[str], Any], default: str = "", instruction: Optional[str] = None) -> Any:
-    import questionary
-
-    raw = questionary.text(message, default=default, validate=_validator(parse), instruction=instruction).unsafe_ask()
-    return parse(raw)
+    return _asked().text(message, parse, default=default, instruction=instruction)
 
 
 def ask_select(message: str, choices: Sequence[tuple[str, Any]], default: Any = None, search: bool = False) -> Any:
-    import questionary
-
-    qchoices = [questionary.Choice(title=t, value=v) for t, v in choices]
-    dflt = next((c for c in qchoices if c.value == default), None)
-    kwargs: dict[str, Any] = {}
-    if search:
-        kwargs.update(use_search_filter=True, use_jk_keys=False)
-    return questionary.select(message, choices=qchoices, default=dflt, **kwargs).unsafe_ask()
+    return _asked().select(message, choices, default=default, search=search)
 
 
 def ask_confirm(message: str, default: bool) -> bool:
-    import questionary
-
-    return bool(questionary.confirm(message, default=default).unsafe_ask())
+    return _asked().confirm(message, default)
 
 
 # --------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Write the table of model architectures a vLLM release serves, read from its
 source (build tooling: not part of the llmctl package).
 
-    python scripts/build_vllm_registry.py --from-source /tmp/vllm-src/vllm-0.29.0 [--check]
+    python tools/build_vllm_registry.py --from-source /tmp/vllm-src/vllm-0.29.0 [--check]
 
 reads ``vllm/model_executor/models/registry.py`` of an unpacked sdist with
 ``ast`` (nothing is imported) and writes tests/data/vllm_registry-X.Y.Z.json:
@@ -23,18 +23,20 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tools import sdist_version  # noqa: E402
+
 OUT_DIR = ROOT / "tests" / "data"
 
 
 def read_registry(src: Path) -> tuple[str, dict[str, dict[str, str]]]:
     """(version, {architecture: {"table", "module", "class"}}) of an unpacked vLLM sdist."""
-    version = "unknown"
-    pkg_info = src / "PKG-INFO"
-    if pkg_info.is_file():
-        for line in pkg_info.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("Version:"):
-                version = line.split(":", 1)[1].strip()
-                break
+    try:
+        version = sdist_version(src)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
     tree = ast.parse((src / "vllm" / "model_executor" / "models" / "registry.py").read_text(encoding="utf-8"))
     tables: dict[str, ast.Dict] = {}
     for node in tree.body:
@@ -59,7 +61,7 @@ def read_registry(src: Path) -> tuple[str, dict[str, dict[str, str]]]:
 
 def render(version: str, archs: dict[str, dict[str, str]]) -> str:
     lines = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in archs.items())
-    head = {"vllm": version, "source": "vllm/model_executor/models/registry.py (_VLLM_MODELS), read by scripts/build_vllm_registry.py"}
+    head = {"vllm": version, "source": "vllm/model_executor/models/registry.py (_VLLM_MODELS), read by tools/build_vllm_registry.py"}
     return json.dumps(head)[:-1] + ', "architectures": {\n' + lines + "\n}}\n"
 
 

@@ -2,7 +2,7 @@
 names a vLLM release registers, and the chat templates its examples/ ships,
 read from its source with ``ast`` (nothing is imported or run).
 
-    python scripts/build_vllm_parsers.py /tmp/vllm-src/vllm-0.29.0
+    python tools/build_vllm_parsers.py /tmp/vllm-src/vllm-0.29.0
 
 SOURCE is an unpacked vLLM sdist (or a checkout): the directory holding
 ``vllm/`` (and ``examples/``, ``PKG-INFO``). Where vLLM registers the names:
@@ -32,6 +32,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tools import sdist_version  # noqa: E402
 
 REGISTRIES = {
     "tool_call_parsers": (("vllm/tool_parsers", "vllm/entrypoints/openai/tool_parsers"),
@@ -95,18 +99,16 @@ def read_registry(source: Path, kind: str) -> tuple[list[str], list[str]]:
 
 
 def vllm_version(source: Path) -> str:
-    """The release an unpacked sdist holds (llmctl.engine_args.source's reader)."""
-    from llmctl.engine_args.source import source_version
-
+    """The release an unpacked sdist holds (:func:`tools.sdist_version`)."""
     try:
-        return source_version(source)
+        return sdist_version(source)
     except ValueError as e:
         raise SystemExit(str(e)) from None
 
 
 def build(source: Path) -> dict:
     version = vllm_version(source)
-    out: dict = {"vllm_version": version, "generated_by": "scripts/build_vllm_parsers.py (ast, nothing imported)",
+    out: dict = {"vllm_version": version, "generated_by": "tools/build_vllm_parsers.py (ast, nothing imported)",
                  "source": (f"vLLM {version} sdist ({source.name}/)" if (source / "PKG-INFO").is_file()
                             else f"vLLM {version} installed package (vllm/ under {source.name}/)")}
     registered_in: list[str] = []

@@ -1,7 +1,7 @@
 """Turn a row of the reference facts (config.json facts with sources) into a
 catalog ``architecture`` mapping.
 
-Used by scripts/build_catalog.py to write the catalog, and by the catalog
+Used by tools/build_catalog.py to write the catalog, and by the catalog
 tests to prove each entry still matches the facts it cites. Nothing here
 invents a number: a field the facts leave null stays null, unless FILLS names
 the documented default that applies and where it was read.
