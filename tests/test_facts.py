@@ -19,8 +19,9 @@ from llmctl import serve_facts as sf
 from helpers import REPO
 
 PKG = REPO / "llmctl"
-# vLLM-source build tools (being moved out of the package): they read vLLM's source, not llmctl's facts
-BUILD_TOOLS = {"llmctl/facts.py"} | {str(p.relative_to(REPO)) for p in PKG.glob("engine_args/source*.py")}
+# The modules `up` ships to a cluster's nodes (llmctl/cluster_modules) run there without llmctl: they
+# import nothing of it, so they spell what they need themselves.
+STANDALONE = {str(p.relative_to(REPO)) for p in PKG.glob("cluster_modules/**/*.py")}
 
 
 @lru_cache(maxsize=None)
@@ -28,7 +29,7 @@ def modules() -> dict[str, ast.Module]:
     out = {}
     for p in sorted(PKG.rglob("*.py")):
         rel = str(p.relative_to(REPO))
-        if rel not in BUILD_TOOLS:
+        if rel not in STANDALONE:
             out[rel] = ast.parse(p.read_text(encoding="utf-8"), filename=rel)
     return out
 

@@ -48,7 +48,7 @@ def chat_server():
 
 def test_prefix_pool_prompts_share_their_prefix(chat_server, capsys):
     url, seen = chat_server
-    r = run_cli(capsys, "bench", "--url", url, "--model", "m", "--requests", "40", "--concurrency", "4",
+    r = run_cli(capsys, "bench", "--url", url, "--model-id", "m", "--requests", "40", "--concurrency", "4",
                 "--prompt-tokens", "6", "--max-tokens", "2", "--prefixes", "3", "--prefix-tokens", "20", "--json")
     assert r.code == 0, r.err
     data = json.loads(r.out)
@@ -61,7 +61,7 @@ def test_prefix_pool_prompts_share_their_prefix(chat_server, capsys):
     assert pool["count"] == 3 and pool["tokens"] == 20 and sum(pool["requests_per_prefix"].values()) == 40
     # a new run draws new prefixes (a cold cache every run)
     seen.clear()
-    assert run_cli(capsys, "bench", "--url", url, "--model", "m", "--requests", "6", "--prompt-tokens", "6",
+    assert run_cli(capsys, "bench", "--url", url, "--model-id", "m", "--requests", "6", "--prompt-tokens", "6",
                    "--max-tokens", "2", "--prefixes", "3", "--prefix-tokens", "20", "--json").code == 0
     assert not prefixes & {tuple(b["messages"][0]["content"].split()[:20]) for _, b in seen}
 
@@ -77,7 +77,7 @@ def test_trace_replays_at_its_times_with_its_tokens(chat_server, capsys, tmp_pat
     url, seen = chat_server
     trace = tmp_path / "t.csv"
     trace.write_text("timestamp,input_tokens,output_tokens,prefix_id\n100.0,5,3,\n101.0,7,2,\n101.5,9,4,\n103.0,5,1,\n")
-    r = run_cli(capsys, "bench", "--url", url, "--model", "m", "--trace", str(trace), "--speedup", "2", "--json")
+    r = run_cli(capsys, "bench", "--url", url, "--model-id", "m", "--trace", str(trace), "--speedup", "2", "--json")
     assert r.code == 0, r.err
     s = json.loads(r.out)["summary"]
     assert s["done"] == 4 and s["output_tokens"] == 3 + 2 + 4 + 1
@@ -94,7 +94,7 @@ def test_trace_prefix_ids_pick_the_shared_prefix(chat_server, capsys, tmp_path):
     trace = tmp_path / "t.jsonl"
     trace.write_text("\n".join(json.dumps({"timestamp": i * 0.05, "input_tokens": 30, "output_tokens": 1, "prefix_id": i % 2})
                                for i in range(6)) + "\n")
-    r = run_cli(capsys, "bench", "--url", url, "--model", "m", "--trace", str(trace), "--prefixes", "2",
+    r = run_cli(capsys, "bench", "--url", url, "--model-id", "m", "--trace", str(trace), "--prefixes", "2",
                 "--prefix-tokens", "20", "--json")
     assert r.code == 0, r.err
     words = [b["messages"][0]["content"].split() for _, b in sorted(seen, key=lambda x: x[0])]
@@ -143,7 +143,7 @@ def test_bad_traces_name_file_line_and_column(tmp_path, capsys, text, line):
     with pytest.raises(UsageError) as e:
         read_trace(p)
     assert str(e.value) == f"{tmp_path}/{line}"
-    r = run_cli(capsys, "bench", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--trace", str(p))
+    r = run_cli(capsys, "bench", "--url", "http://127.0.0.1:9/v1", "--model-id", "m", "--trace", str(p))
     assert r.code == 2 and r.err.strip() == f"error: {tmp_path}/{line}" and "Traceback" not in r.err
 
 
@@ -167,5 +167,5 @@ def test_bench_trace_flag_errors(capsys, tmp_path):
         (["--prefixes", "3"], "error: --prefixes and --prefix-tokens: a prefix pool needs both, each a positive integer (e.g. 8 prefixes of 256 tokens; got 3 and 0)"),
         (["--trace", str(tmp_path / "none.csv")], f"error: {tmp_path}/none.csv: no such trace file"),
     ]:
-        r = run_cli(capsys, "bench", "--url", "http://127.0.0.1:9/v1", "--model", "m", *args)
+        r = run_cli(capsys, "bench", "--url", "http://127.0.0.1:9/v1", "--model-id", "m", *args)
         assert r.code == 2 and r.err.strip() == line, r.err

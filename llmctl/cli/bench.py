@@ -195,7 +195,7 @@ def _serving_text(res) -> list[str]:
     """The request router and autoscaling policy of each LLM deployment, and vLLM's prefix-cache hit rate."""
     lines = []
     for dep, r in res.routing.items():
-        if dep.startswith("LLMServer"):
+        if sf.is_llm_server(dep):
             lines.append(f"{dep} request router: {r.get('router') or 'Serve default (power of two choices)'}"
                          + (f"; autoscaling policy: {r['autoscaling_policy']}" if r.get("autoscaling_policy") else ""))
     pc = res.prefix_cache

@@ -270,7 +270,7 @@ def _html(sweep: dict, files: dict[str, Path]) -> str:
     for st in sweep["steps"]:  # a single run's router and vLLM's prefix-cache hit rate (bench --prefixes)
         m = st["summary"]
         for dep, r in (m.get("routing") or {}).items():
-            if dep.startswith("LLMServer"):
+            if sf.is_llm_server(dep):
                 serving.append(f"<p>{e(dep)}: request router {e(r.get('router') or 'Serve default (power of two choices)')}"
                                + (f"; autoscaling policy {e(r['autoscaling_policy'])}" if r.get("autoscaling_policy") else "") + "</p>")
         pc = m.get("prefix_cache") or {}
