@@ -11,6 +11,7 @@ from llmctl import spec as S
 from llmctl.catalog import ModelProfile, load_catalog, resolve_model
 from llmctl.errors import UsageError
 from llmctl.hardware import GPUS, GPUType, with_node_size
+from llmctl.prompts.layout import ask_dp
 from llmctl.prompts.engine import ask_engine_args, profile_with_recipes
 from llmctl.prompts.scaling import ask_autoscaling
 from llmctl.prompts.session import CUSTOM, Flags, Session, ask_confirm, ask_select, ask_text, per_model
@@ -109,7 +110,7 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
 
     gpu: GPUType = _ask_gpu(session, flags, pm, profile)
     arch = profile.architecture
-    engine = ask_engine_args(session, flags, pm, i, profile)
+    engine = ask_dp(session, flags, profile, gpu, ask_engine_args(session, flags, pm, i, profile))
     sz = {**_sizing_kw(flags, gpu), **sizing.sizing_options(engine)}
     pp = session.answer(
         pm(flags.pps, "--pp"), flag="--pp", label="pipeline-parallel size",
@@ -168,7 +169,7 @@ def _ask_tp_and_length(session: Session, flags: Flags, pm, profile: ModelProfile
     prompt) is kept; the rest is llmctl.sizing.choose's — the one rule."""
     arch = profile.architecture
     tp_flag, len_flag = pm(flags.tps, "--tp"), pm(flags.max_model_lens, "--max-model-len")
-    parse_tp = lambda v: S.parse_tp(v, arch=arch, gpu=gpu, pp=pp)  # noqa: E731
+    parse_tp = lambda v: S.parse_tp(v, arch=arch, gpu=gpu, pp=pp, expert_parallel=bool(sz.get("enable_expert_parallel")))  # noqa: E731
     parse_len = lambda v: S.parse_max_model_len(v, arch=arch)  # noqa: E731
     tp_fixed = session.parse_flag(tp_flag, flag="--tp", parse=parse_tp)
     len_fixed = session.parse_flag(len_flag, flag="--max-model-len", parse=parse_len)

@@ -57,6 +57,15 @@ class Flags:
     http_host: Optional[str] = None
     http_port: Optional[int] = None
     api_key_env: Optional[str] = None  # "" = explicitly none
+    # Serving patterns (llmctl.patterns): data-parallel attention + expert parallelism, prefill/decode.
+    dp: Optional[str] = None
+    enable_expert_parallel: Optional[bool] = None
+    pd: Optional[str] = None  # PREFILL:DECODE
+    kv_connector: Optional[str] = None
+    prefill_tp: Optional[str] = None
+    decode_tp: Optional[str] = None
+    prefill_args: list[str] = field(default_factory=list)  # KEY=VALUE engine arguments of the prefill pool only
+    decode_args: list[str] = field(default_factory=list)
 
 
 def per_model(values: list[str], flag: str, n: int, i: int) -> Optional[str]:
