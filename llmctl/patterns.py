@@ -52,9 +52,12 @@ MIN_DP_BATCHED_TOKENS = 2048
 
 
 def parse_dp(text: Any) -> int:
-    from llmctl.spec import parse_int
-
-    return parse_int(text, what="data-parallel size", minimum=1)
+    s = str(text).strip()
+    if isinstance(text, bool) or not re.fullmatch(r"\+?\d+", s):
+        raise ValueError(f"data-parallel size must be an integer, got '{text}'")
+    if int(s) < 1:
+        raise ValueError(f"data-parallel size must be >= 1, got {int(s)}")
+    return int(s)
 
 
 def parse_pd(text: Any) -> tuple[int, int]:
@@ -90,19 +93,21 @@ def dp_batched_tokens(dp: int) -> int:
     return max(MIN_DP_BATCHED_TOKENS, DP_GATHERED_TOKENS // max(dp, 1))
 
 
-def dp_problem(arch: Optional[ModelArch], dp: int, expert_parallel: bool) -> Optional[tuple[str, str]]:
-    """(severity, message) when data-parallel attention or expert parallelism
-    does not suit the model, else None."""
+def dp_problems(arch: Optional[ModelArch], dp: int, expert_parallel: bool) -> list[tuple[str, str]]:
+    """(severity, message) for each way data-parallel attention or expert
+    parallelism does not suit the model."""
+    out: list[tuple[str, str]] = []
     if arch is None:
-        return None
+        return out
     if expert_parallel and arch.moe is None:
-        return ("warning", "enable_expert_parallel on a model without routed experts (no MoE layers): vLLM has nothing to "
-                           "deal out, the setting does nothing")
+        out.append(("warning", "enable_expert_parallel on a model without routed experts (no MoE layers): vLLM has nothing "
+                               "to deal out, the setting does nothing"))
     if dp > 1 and arch.moe is None:
-        return ("warning", f"data_parallel_size {dp} on a dense model: vLLM's data parallelism is for MoE models (attention "
-                           "per rank, experts shared over the ranks); a dense model's ranks are independent engines that "
-                           "still step in lockstep, so use replicas instead (build_openai_app, autoscaling_config.max_replicas)")
-    return None
+        out.append(("warning", f"data_parallel_size {dp} on a dense model: vLLM's data parallelism is for MoE models "
+                               "(attention per rank, experts shared over the ranks); a dense model's ranks are independent "
+                               "engines that still step in lockstep, so use replicas instead (build_openai_app, "
+                               "autoscaling_config.max_replicas)"))
+    return out
 
 
 def dp_rank_gpus(tp: int, pp: int) -> int:

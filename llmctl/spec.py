@@ -338,6 +338,8 @@ class ModelSpec:
     targets: Optional[sizing.Targets] = field(default=None, compare=False)
     # The pool of a prefill/decode app ("prefill" or "decode"; llmctl.patterns), None otherwise.
     role: Optional[str] = None
+    # Why the layout is not one node's (llmctl.sizing.layouts.default_layout), for summaries.
+    layout_note: Optional[str] = field(default=None, compare=False)
 
     @property
     def dp(self) -> int:

@@ -11,7 +11,7 @@ from llmctl import spec as S
 from llmctl.catalog import ModelProfile, load_catalog, resolve_model
 from llmctl.errors import UsageError
 from llmctl.hardware import GPUS, GPUType, with_node_size
-from llmctl.prompts.layout import ask_dp
+from llmctl.prompts.layout import ask_dp, auto_layout
 from llmctl.prompts.engine import ask_engine_args, profile_with_recipes
 from llmctl.prompts.scaling import ask_autoscaling
 from llmctl.prompts.session import CUSTOM, Flags, Session, ask_confirm, ask_select, ask_text, per_model
@@ -110,11 +110,13 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
 
     gpu: GPUType = _ask_gpu(session, flags, pm, profile)
     arch = profile.architecture
-    engine = ask_dp(session, flags, profile, gpu, ask_engine_args(session, flags, pm, i, profile))
+    engine = ask_engine_args(session, flags, pm, i, profile)
+    auto = auto_layout(flags, pm, profile, gpu, engine)
+    engine = ask_dp(session, flags, profile, gpu, engine, auto)
     sz = {**_sizing_kw(flags, gpu), **sizing.sizing_options(engine)}
     pp = session.answer(
         pm(flags.pps, "--pp"), flag="--pp", label="pipeline-parallel size",
-        parse=lambda v: S.parse_pp(v, arch=arch), default=1,
+        parse=lambda v: S.parse_pp(v, arch=arch), default=auto.pp if auto is not None and "data_parallel_size" not in engine else 1,
     )
     tp, max_model_len, choice = _ask_tp_and_length(session, flags, pm, profile, gpu, pp, sz)
 
@@ -155,6 +157,9 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
         max_model_len=max_model_len, **lora,
         hf_token_env=hf_token_env, fast_download=bool(fast), gpu_memory_utilization=flags.gpu_memory_utilization,
         choice=choice, engine_extra=engine, **scaling,
+        layout_note=(f"{profile.id} does not fit one {gpu.name} node at any TP: the default layout, {auto.describe()}"
+                     if auto is not None and (pp == auto.pp and (auto.dp == 1 or engine.get('data_parallel_size') == auto.dp))
+                     else None),
     )
     try:
         spec.check()

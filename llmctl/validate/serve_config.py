@@ -14,6 +14,7 @@ from llmctl import builders
 from llmctl.validate.llm_config import _clean_msg, check_llm_config
 from llmctl.vllm_version import VllmVersion
 from llmctl.validate.reference import _suggest
+from llmctl.validate.patterns import check_dp_builder, check_pd_connector
 
 # Checks a model config file a serve config names (by its resolved path):
 # adds its diagnostics wherever they belong and returns its model_id (None if
@@ -151,6 +152,7 @@ def _check_llm_app(doc: _Doc, app: dict, i: int, builder: builders.Builder, sink
                 ids[model_id] = where
     if builder.kind == "pd" and len(seen) == 2:
         _check_pd(seen, sink)
+    check_dp_builder(builder, seen, sink)
 
 
 def _missing_file(entry: str, target: Path, working_dir: Path, doc: _Doc) -> str:
@@ -177,6 +179,7 @@ def _load(target: Path) -> Any:
 def _check_pd(seen: list, sink: _Sink) -> None:
     """PDServingArgs' own rules (serving_patterns/prefill_decode/builder.py)."""
     (ploc, pid, pdata), (dloc, did, ddata) = seen
+    check_pd_connector(ploc, pdata, dloc, ddata, sink)
     if pid is not None and did is not None and pid != did:
         sink.add(dloc, f"model id '{did}' differs from prefill_config's '{pid}'; prefill and decode must serve the same model id "
                        "(Ray: \"P/D model id mismatch\")", code="pd-mismatch")
