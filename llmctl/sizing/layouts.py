@@ -48,16 +48,15 @@ class Layout:
     def gpus(self) -> int:
         return self.dp * self.tp * self.pp
 
-    def describe(self) -> str:
-        if self.kind == "DP+EP":
-            return f"DP {self.dp} x TP {self.tp} + EP ({self.nodes} node{'s' if self.nodes > 1 else ''})"
-        if self.kind == "multi-node":
-            return f"TP {self.tp} x PP {self.pp} ({self.nodes} nodes)"
-        return f"TP {self.tp}"
-
     def to_dict(self) -> dict[str, Any]:
+        """The catalog's form (llmctl.catalog.LayoutEntry)."""
         return {"kind": self.kind, "tp": self.tp, "pp": self.pp, "dp": self.dp, "max_model_len": self.max_model_len,
                 "nodes": self.nodes, "engine_kwargs": dict(self.engine)}
+
+    def describe(self) -> str:
+        from llmctl.catalog import LayoutEntry
+
+        return LayoutEntry.model_validate(self.to_dict()).describe()
 
 
 def dp_engine(dp: int) -> dict[str, Any]:

@@ -35,7 +35,10 @@ def config_file_path(entry: str, working_dir: Path) -> Path:
 
 def check_serve_config(doc: _Doc, sink: _Sink, base_dir: Path, check_model_file: ModelFileCheck,
                        model_file_exists: ModelFileExists, *, local_node: bool = True,
-                       working_dir: Optional[Path] = None, vllm: Optional[VllmVersion] = None) -> None:
+                       working_dir: Optional[Path] = None, vllm: Optional[VllmVersion] = None,
+                       load_model_file: Optional[Callable[[Path], Any]] = None) -> None:
+    """``load_model_file``: a model config file's data by its resolved path
+    (default: read from disk; the documents about to be written otherwise)."""
     data = doc.data
     apps = data.get("applications")
     if not isinstance(apps, list) or not apps:
@@ -58,7 +61,7 @@ def check_serve_config(doc: _Doc, sink: _Sink, base_dir: Path, check_model_file:
             if resolved.builder is not None:
                 with sink.guard(f"application {i + 1}", ("applications", i)):
                     _check_llm_app(doc, app, i, resolved.builder, sink, base_dir, check_model_file, model_file_exists,
-                                   local_node, working_dir or Path.cwd(), vllm)
+                                   local_node, working_dir or Path.cwd(), vllm, load_model_file or _load)
             elif isinstance(app.get("import_path"), str):
                 with sink.guard(f"application {i + 1}", ("applications", i)):
                     _check_custom_app(app, i, sink, base_dir, local_node, vllm)
@@ -86,7 +89,7 @@ def _check_custom_app(app: dict, i: int, sink: _Sink, base_dir: Path, local_node
 
 def _check_llm_app(doc: _Doc, app: dict, i: int, builder: builders.Builder, sink: _Sink, base_dir: Path,
                    check_model_file: ModelFileCheck, model_file_exists: ModelFileExists, local_node: bool,
-                   working_dir: Path, vllm: Optional[VllmVersion] = None) -> None:
+                   working_dir: Path, vllm: Optional[VllmVersion] = None, load: Callable[[Path], Any] = None) -> None:
     args = app.get("args")
     loc = ("applications", i, "args")
     if not isinstance(args, dict):
@@ -134,7 +137,7 @@ def _check_llm_app(doc: _Doc, app: dict, i: int, builder: builders.Builder, sink
                                "built in", "note", code="relative-path")
             model_id = check_model_file(target)
             where = str(target)
-            data = _load(target)
+            data = (load or _load)(target)
         elif isinstance(entry, dict):
             inner = sink.child(doc, eloc)
             model_id = check_llm_config(entry, inner, base_dir=base_dir, local_node=local_node, vllm=vllm)
