@@ -65,6 +65,24 @@ def check_dp_builder(builder: Builder, seen: list[tuple[tuple, Optional[str], An
                      "error", code="dp-builder")
         elif dp == 1 and builder.kind == "dp":
             sink.warn(here, "1: a DP group of one rank, an ordinary replica (set data_parallel_size >= 2)", code="dp-builder")
+        elif dp > 1:
+            _group_note(data, ek, dp, here, sink)
+
+
+def _group_note(data: dict, ek: dict, dp: int, here: tuple, sink: _Sink) -> None:
+    """The GPUs and nodes one DP group takes (a note)."""
+    from llmctl import sizing
+    from llmctl.hardware import by_ray_type
+
+    acc = data.get("accelerator_type")
+    gpu = by_ray_type("A10G" if acc == "A10" else acc) if isinstance(acc, str) else None
+    tp, pp = (ek.get(k, 1) if is_int(ek.get(k, 1)) and ek.get(k, 1) > 0 else 1
+              for k in ("tensor_parallel_size", "pipeline_parallel_size"))
+    gpus = dp * tp * pp
+    where = f" on {sizing.nodes_of(gpu, gpus)} {gpu.name} node(s) of {gpu.gpus_per_node}" if gpu is not None else ""
+    sink.add(here, f"one DP group is {dp} ranks x TP {tp}" + (f" x PP {pp}" if pp > 1 else "") + f" = {gpus} "
+                   f"{'GPUs' if gpu is not None or acc is not None else 'engine workers'}{where}, gang-scheduled (PACK) and "
+                   "restarted as a unit; min/max_replicas count groups", "note", code="dp-layout")
 
 
 def check_pd_connector(ploc: tuple, pdata: Any, dloc: tuple, ddata: Any, sink: _Sink) -> None:
@@ -116,19 +134,10 @@ def check_pd_connector(ploc: tuple, pdata: Any, dloc: tuple, ddata: Any, sink: _
 
 
 def check_dp_layout(arch, gpu, ek: dict, tp: int, pp: int, sink: _Sink) -> None:
-    """Data-parallel attention / expert parallelism against the model
-    (llmctl.patterns.dp_problems) and the GPUs one DP group takes."""
-    from llmctl import sizing
-
+    """Data-parallel attention / expert parallelism against the model (llmctl.patterns.dp_problems)."""
     dp = ek.get("data_parallel_size", 1)
     dp = dp if is_int(dp) and dp > 1 else 1
     ep = ek.get("enable_expert_parallel") is True
     for severity, message in P.dp_problems(arch, dp, ep):
         key = "enable_expert_parallel" if message.startswith("enable_expert_parallel") else "data_parallel_size"
         sink.add(("engine_kwargs", key), message, severity, code="dp-layout")
-    if dp > 1 and gpu is not None and not gpu.is_cpu:
-        gpus = dp * tp * pp
-        sink.add(("engine_kwargs", "data_parallel_size"),
-                 f"one DP group is {dp} ranks x TP {tp}" + (f" x PP {pp}" if pp > 1 else "") + f" = {gpus} GPUs on "
-                 f"{sizing.nodes_of(gpu, gpus)} {gpu.name} node(s) of {gpu.gpus_per_node}, gang-scheduled (PACK) and "
-                 "restarted as a unit; min/max_replicas count groups", "note", code="dp-layout")
