@@ -98,19 +98,20 @@ def test_default_layout_is_written_as_ray_builds_it_and_plan_sizes_it(capsys, tm
 @pytest.mark.parametrize("gpu", ["H100", "H200"])
 @pytest.mark.parametrize("model", BIG)
 def test_dp_ep_and_pd_apps_are_what_ray_builds(capsys, tmp_path, model, gpu):
-    """--dp 16 --enable-expert-parallel and --pd 1:2 for every big model on H100 and H200: the files
+    """--dp 16 (or the layout's) --enable-expert-parallel and --pd 1:2 for every big model on H100 and H200: the files
     validate, Ray's builders accept them and build the deployments llmctl names."""
-    serve, models = _gen(capsys, tmp_path / "dp", "-m", model, "--gpu", gpu, "--dp", "16", "--enable-expert-parallel",
-                         "--tp", "1", "--force")
+    lay = CATALOG[model].layouts[gpu]
+    dp = max(16, lay.dp)  # Kimi-K2 needs 32 H100s
+    serve, models = _gen(capsys, tmp_path / "dp", "-m", model, "--gpu", gpu, "--dp", str(dp), "--enable-expert-parallel",
+                         "--tp", "1")
     (llm,) = models.values()
-    assert llm["engine_kwargs"]["data_parallel_size"] == 16 and llm["engine_kwargs"]["enable_expert_parallel"] is True
+    assert llm["engine_kwargs"]["data_parallel_size"] == dp and llm["engine_kwargs"]["enable_expert_parallel"] is True
     assert set(_ray_builds(serve)) == {f"DPServer:{model.replace('.', '_')}", "OpenAiIngress"} == \
         set(_names(serve["applications"][0]) + ["OpenAiIngress"])
 
-    lay = CATALOG[model].layouts[gpu]
-    tp = lay.tp if lay.kind == "single node" else 8
-    serve, models = _gen(capsys, tmp_path / "pd", "-m", model, "--gpu", gpu, "--pd", "1:2", "--tp", str(tp),
-                         "--force", *(("--enable-expert-parallel",) if CATALOG[model].architecture.moe else ()))
+    # each pool in the model's default layout: DP+EP pools where one node is too small
+    layout = ("--dp", str(lay.dp), "--tp", "1") if lay.kind == "DP+EP" else ("--tp", str(lay.tp), "--pp", str(lay.pp))
+    serve, models = _gen(capsys, tmp_path / "pd", "-m", model, "--gpu", gpu, "--pd", "1:2", *layout)
     app = serve["applications"][0]
     assert app["import_path"] == patterns.PD_BUILDER
     prefill, decode = models[f"{model}-prefill"], models[f"{model}-decode"]
@@ -118,10 +119,14 @@ def test_dp_ep_and_pd_apps_are_what_ray_builds(capsys, tmp_path, model, gpu):
         assert m["engine_kwargs"]["kv_transfer_config"] == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
     assert decode["deployment_config"]["autoscaling_config"]["min_replicas"] == \
         2 * prefill["deployment_config"]["autoscaling_config"]["min_replicas"]
+    for m in (prefill, decode):
+        assert m["engine_kwargs"].get("data_parallel_size", 1) == lay.dp
     built = _ray_builds(serve)
     base = model.replace(".", "_")
+    if lay.dp > 1:  # Ray's DP+PD servers: each pool's replicas are ranks of gang-scheduled groups
+        assert built[f"Prefill:{base}"]._deployment_config.gang_scheduling_config.gang_size == lay.dp
     assert set(built) == {f"Prefill:{base}", f"Decode:{base}", "OpenAiIngress"} == set(_names(app) + ["OpenAiIngress"])
-    assert built[f"Decode:{base}"]._deployment_config.autoscaling_config.min_replicas == 2
+    assert built[f"Decode:{base}"]._deployment_config.autoscaling_config.min_replicas == 2 * lay.dp
 
 
 def test_experts_are_dealt_over_every_rank_of_a_dp_group():
