@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import logging
 from pathlib import Path
 
 import pytest
@@ -27,17 +26,41 @@ BIG = ("deepseek-v3.1", "kimi-k2-instruct", "qwen3-235b-a22b", "gpt-oss-120b")
 CATALOG = load_catalog()
 
 
-def _ray_builds(serve: dict) -> dict[str, object]:
-    """Ray's builder for the app's import_path on its args, then Serve's own
-    app construction: {deployment name: its Deployment}."""
-    from ray._common.utils import import_attr
-    from ray.serve._private.build_app import build_app
+# Ray's builders on a serve file, then Serve's own app construction, in a fresh interpreter.
+# LLMServer.get_deployment_options reads the running driver's runtime_env
+# (ray.get_runtime_context().runtime_env), which would start a Ray instance on Ray's default ports
+# here (ray.init through auto-init); the script answers that one call with an empty runtime_env, what a
+# driver without one has. Everything else (args parsing, LLMConfig, DPServer's options, gang
+# scheduling, build_app) is Ray's code as Serve's controller runs it.
+_BUILD = """
+import json, sys, types, logging
+import yaml, ray
+ray.get_runtime_context = lambda: types.SimpleNamespace(runtime_env={})
+logging.disable(logging.WARNING)
+from ray._common.utils import import_attr
+from ray.serve._private.build_app import build_app
+app = yaml.safe_load(open(sys.argv[1]))["applications"][0]
+built = build_app(import_attr(app["import_path"].replace(":", "."))(app["args"]), name=app["name"])
+out = {}
+for d in built.deployments:
+    c = d._deployment_config
+    asc = c.autoscaling_config
+    out[d.name] = {"min": asc.min_replicas if asc else None, "max": asc.max_replicas if asc else None,
+                   "gang": c.gang_scheduling_config.gang_size if c.gang_scheduling_config else None}
+print("BUILT " + json.dumps(out))
+"""
 
-    logging.getLogger("ray.serve").setLevel(logging.ERROR)
-    app = serve["applications"][0]
-    fn = import_attr(app["import_path"].replace(":", "."))
-    built = build_app(fn(app["args"]), name=app["name"])
-    return {d.name: d for d in built.deployments}
+
+def _ray_builds(path) -> dict[str, dict]:
+    """{deployment name: {min, max, gang}} of the app Ray's builder and build_app make of a serve file."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _BUILD, str(path)], capture_output=True, text=True, timeout=300,
+                       env={**__import__("os").environ, "RAY_ENABLE_AUTO_CONNECT": "0"})
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("BUILT ")]
+    assert r.returncode == 0 and lines, r.stderr[-3000:]
+    return json.loads(lines[0][6:])
 
 
 def _names(app: dict) -> list[str]:
@@ -53,6 +76,7 @@ def _gen(capsys, tmp_path, *args) -> tuple[dict, dict[str, dict]]:
     r = run_cli(capsys, "gen-config", *args, "--yes", "-o", out)
     assert r.code == 0, r.err
     serve = load_yaml(serve_file(out))
+    serve["path"] = serve_file(out)
     models = {p.stem: load_yaml(p) for p in sorted((out / "model_config").glob("*.yaml"))}
     assert run_cli(capsys, "validate", serve_file(out)).code == 0
     return serve, models
@@ -70,16 +94,14 @@ def test_default_layout_is_written_as_ray_builds_it_and_plan_sizes_it(capsys, tm
     ek = llm["engine_kwargs"]
     assert ek["tensor_parallel_size"] == lay.tp and ek.get("pipeline_parallel_size", 1) == lay.pp
     assert ek.get("data_parallel_size", 1) == lay.dp
-    deployments = _ray_builds(serve)
+    deployments = _ray_builds(serve["path"])
     app = serve["applications"][0]
     if lay.kind == "DP+EP":
         assert app["import_path"] == patterns.DP_BUILDER and ek["enable_expert_parallel"] is True
         dep = deployments[f"DPServer:{model.replace('.', '_')}"]
-        cfg = dep._deployment_config
-        assert cfg.gang_scheduling_config.gang_size == lay.dp
+        assert dep["gang"] == lay.dp
         asc = llm["deployment_config"]["autoscaling_config"]  # groups in the file, ranks in Ray's deployment
-        assert (cfg.autoscaling_config.min_replicas, cfg.autoscaling_config.max_replicas) == \
-            (asc["min_replicas"] * lay.dp, asc["max_replicas"] * lay.dp)
+        assert (dep["min"], dep["max"]) == (asc["min_replicas"] * lay.dp, asc["max_replicas"] * lay.dp)
     else:
         assert app["import_path"] == "ray.serve.llm:build_openai_app"
     assert sorted(deployments) == sorted(_names(app) + ["OpenAiIngress"])
@@ -106,7 +128,7 @@ def test_dp_ep_and_pd_apps_are_what_ray_builds(capsys, tmp_path, model, gpu):
                          "--tp", "1")
     (llm,) = models.values()
     assert llm["engine_kwargs"]["data_parallel_size"] == dp and llm["engine_kwargs"]["enable_expert_parallel"] is True
-    assert set(_ray_builds(serve)) == {f"DPServer:{model.replace('.', '_')}", "OpenAiIngress"} == \
+    assert set(_ray_builds(serve["path"])) == {f"DPServer:{model.replace('.', '_')}", "OpenAiIngress"} == \
         set(_names(serve["applications"][0]) + ["OpenAiIngress"])
 
     # each pool in the model's default layout: DP+EP pools where one node is too small
@@ -121,12 +143,12 @@ def test_dp_ep_and_pd_apps_are_what_ray_builds(capsys, tmp_path, model, gpu):
         2 * prefill["deployment_config"]["autoscaling_config"]["min_replicas"]
     for m in (prefill, decode):
         assert m["engine_kwargs"].get("data_parallel_size", 1) == lay.dp
-    built = _ray_builds(serve)
+    built = _ray_builds(serve["path"])
     base = model.replace(".", "_")
     if lay.dp > 1:  # Ray's DP+PD servers: each pool's replicas are ranks of gang-scheduled groups
-        assert built[f"Prefill:{base}"]._deployment_config.gang_scheduling_config.gang_size == lay.dp
+        assert built[f"Prefill:{base}"]["gang"] == lay.dp
     assert set(built) == {f"Prefill:{base}", f"Decode:{base}", "OpenAiIngress"} == set(_names(app) + ["OpenAiIngress"])
-    assert built[f"Decode:{base}"]._deployment_config.autoscaling_config.min_replicas == 2 * lay.dp
+    assert built[f"Decode:{base}"]["min"] == 2 * lay.dp
 
 
 def test_experts_are_dealt_over_every_rank_of_a_dp_group():
