@@ -7,7 +7,6 @@ argument parsing and the app construction Serve's controller runs
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -19,8 +18,9 @@ from llmctl import builders, patterns, sizing
 from llmctl.catalog import load_catalog
 from llmctl.hardware import GPUS
 
-NEEDS_VLLM = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                                reason="Ray Serve LLM's builders import vLLM (the cpu extra: make setup)")
+# Ray Serve LLM's builders import vLLM (4 s a process): in `make test`, not in the quick loop (as
+# tests/test_gen_config.py's LLMServingArgs test); skipped without vLLM (conftest).
+RAY_BUILDERS = pytest.mark.engine
 
 BIG = ("deepseek-v3.1", "kimi-k2-instruct", "qwen3-235b-a22b", "gpt-oss-120b")
 CATALOG = load_catalog()
@@ -82,7 +82,7 @@ def _gen(capsys, tmp_path, *args) -> tuple[dict, dict[str, dict]]:
     return serve, models
 
 
-@NEEDS_VLLM
+@RAY_BUILDERS
 @pytest.mark.parametrize("gpu", ["H100", "H200"])
 @pytest.mark.parametrize("model", BIG)
 def test_default_layout_is_written_as_ray_builds_it_and_plan_sizes_it(capsys, tmp_path, model, gpu):
@@ -116,7 +116,7 @@ def test_default_layout_is_written_as_ray_builds_it_and_plan_sizes_it(capsys, tm
     assert row["ep_size"] == (lay.dp * lay.tp if lay.kind == "DP+EP" else 1)
 
 
-@NEEDS_VLLM
+@RAY_BUILDERS
 @pytest.mark.parametrize("gpu", ["H100", "H200"])
 @pytest.mark.parametrize("model", BIG)
 def test_dp_ep_and_pd_apps_are_what_ray_builds(capsys, tmp_path, model, gpu):
