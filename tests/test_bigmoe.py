@@ -26,41 +26,67 @@ BIG = ("deepseek-v3.1", "kimi-k2-instruct", "qwen3-235b-a22b", "gpt-oss-120b")
 CATALOG = load_catalog()
 
 
-# Ray's builders on a serve file, then Serve's own app construction, in a fresh interpreter.
+# Ray's builders on a serve file, then Serve's own app construction, in a fresh interpreter (one for the
+# module: it imports Ray Serve LLM and vLLM once, then builds each file it is handed on stdin).
 # LLMServer.get_deployment_options reads the running driver's runtime_env
 # (ray.get_runtime_context().runtime_env), which would start a Ray instance on Ray's default ports
 # here (ray.init through auto-init); the script answers that one call with an empty runtime_env, what a
 # driver without one has. Everything else (args parsing, LLMConfig, DPServer's options, gang
 # scheduling, build_app) is Ray's code as Serve's controller runs it.
 _BUILD = """
-import json, sys, types, logging
+import json, sys, types, logging, traceback
 import yaml, ray
 ray.get_runtime_context = lambda: types.SimpleNamespace(runtime_env={})
 logging.disable(logging.WARNING)
 from ray._common.utils import import_attr
 from ray.serve._private.build_app import build_app
-app = yaml.safe_load(open(sys.argv[1]))["applications"][0]
-built = build_app(import_attr(app["import_path"].replace(":", "."))(app["args"]), name=app["name"])
-out = {}
-for d in built.deployments:
-    c = d._deployment_config
-    asc = c.autoscaling_config
-    out[d.name] = {"min": asc.min_replicas if asc else None, "max": asc.max_replicas if asc else None,
-                   "gang": c.gang_scheduling_config.gang_size if c.gang_scheduling_config else None}
-print("BUILT " + json.dumps(out))
+print("READY", flush=True)
+for line in sys.stdin:
+    try:
+        app = yaml.safe_load(open(line.strip()))["applications"][0]
+        built = build_app(import_attr(app["import_path"].replace(":", "."))(app["args"]), name=app["name"])
+        out = {}
+        for d in built.deployments:
+            c = d._deployment_config
+            asc = c.autoscaling_config
+            out[d.name] = {"min": asc.min_replicas if asc else None, "max": asc.max_replicas if asc else None,
+                           "gang": c.gang_scheduling_config.gang_size if c.gang_scheduling_config else None}
+        print("BUILT " + json.dumps(out), flush=True)
+    except Exception:
+        print("ERROR " + json.dumps(traceback.format_exc()[-3000:]), flush=True)
 """
 
 
-def _ray_builds(path) -> dict[str, dict]:
-    """{deployment name: {min, max, gang}} of the app Ray's builder and build_app make of a serve file."""
+@pytest.fixture(scope="module")
+def ray_builder():
+    """The builder interpreter: ``build(path)`` -> {deployment name: {min, max, gang}}."""
+    import os
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-c", _BUILD, str(path)], capture_output=True, text=True, timeout=300,
-                       env={**__import__("os").environ, "RAY_ENABLE_AUTO_CONNECT": "0"})
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("BUILT ")]
-    assert r.returncode == 0 and lines, r.stderr[-3000:]
-    return json.loads(lines[0][6:])
+    p = subprocess.Popen([sys.executable, "-c", _BUILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, env={**os.environ, "RAY_ENABLE_AUTO_CONNECT": "0"})
+
+    def build(path) -> dict[str, dict]:
+        p.stdin.write(f"{path}\n")
+        p.stdin.flush()
+        while True:
+            line = p.stdout.readline()
+            assert line, f"the builder interpreter exited ({p.poll()})"
+            if line.startswith(("BUILT ", "ERROR ")):
+                break
+        kind, data = line.split(" ", 1)
+        assert kind == "BUILT", json.loads(data)
+        return json.loads(data)
+
+    try:
+        yield build
+    finally:
+        p.stdin.close()
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
 
 
 def _names(app: dict) -> list[str]:
@@ -85,7 +111,7 @@ def _gen(capsys, tmp_path, *args) -> tuple[dict, dict[str, dict]]:
 @RAY_BUILDERS
 @pytest.mark.parametrize("gpu", ["H100", "H200"])
 @pytest.mark.parametrize("model", BIG)
-def test_default_layout_is_written_as_ray_builds_it_and_plan_sizes_it(capsys, tmp_path, model, gpu):
+def test_default_layout_is_written_as_ray_builds_it_and_plan_sizes_it(capsys, tmp_path, model, gpu, ray_builder):
     """gen-config --yes writes the catalog's default layout; Ray's builder parses the args and builds
     the app; plan's advised row is that layout, with per-rank memory and KV."""
     serve, models = _gen(capsys, tmp_path, "-m", model, "--gpu", gpu)
@@ -94,7 +120,7 @@ def test_default_layout_is_written_as_ray_builds_it_and_plan_sizes_it(capsys, tm
     ek = llm["engine_kwargs"]
     assert ek["tensor_parallel_size"] == lay.tp and ek.get("pipeline_parallel_size", 1) == lay.pp
     assert ek.get("data_parallel_size", 1) == lay.dp
-    deployments = _ray_builds(serve["path"])
+    deployments = ray_builder(serve["path"])
     app = serve["applications"][0]
     if lay.kind == "DP+EP":
         assert app["import_path"] == patterns.DP_BUILDER and ek["enable_expert_parallel"] is True
@@ -119,7 +145,7 @@ def test_default_layout_is_written_as_ray_builds_it_and_plan_sizes_it(capsys, tm
 @RAY_BUILDERS
 @pytest.mark.parametrize("gpu", ["H100", "H200"])
 @pytest.mark.parametrize("model", BIG)
-def test_dp_ep_and_pd_apps_are_what_ray_builds(capsys, tmp_path, model, gpu):
+def test_dp_ep_and_pd_apps_are_what_ray_builds(capsys, tmp_path, model, gpu, ray_builder):
     """--dp 16 (or the layout's) --enable-expert-parallel and --pd 1:2 for every big model on H100 and H200: the files
     validate, Ray's builders accept them and build the deployments llmctl names."""
     lay = CATALOG[model].layouts[gpu]
@@ -128,7 +154,7 @@ def test_dp_ep_and_pd_apps_are_what_ray_builds(capsys, tmp_path, model, gpu):
                          "--tp", "1")
     (llm,) = models.values()
     assert llm["engine_kwargs"]["data_parallel_size"] == dp and llm["engine_kwargs"]["enable_expert_parallel"] is True
-    assert set(_ray_builds(serve["path"])) == {f"DPServer:{model.replace('.', '_')}", "OpenAiIngress"} == \
+    assert set(ray_builder(serve["path"])) == {f"DPServer:{model.replace('.', '_')}", "OpenAiIngress"} == \
         set(_names(serve["applications"][0]) + ["OpenAiIngress"])
 
     # each pool in the model's default layout: DP+EP pools where one node is too small
@@ -143,7 +169,7 @@ def test_dp_ep_and_pd_apps_are_what_ray_builds(capsys, tmp_path, model, gpu):
         2 * prefill["deployment_config"]["autoscaling_config"]["min_replicas"]
     for m in (prefill, decode):
         assert m["engine_kwargs"].get("data_parallel_size", 1) == lay.dp
-    built = _ray_builds(serve["path"])
+    built = ray_builder(serve["path"])
     base = model.replace(".", "_")
     if lay.dp > 1:  # Ray's DP+PD servers: each pool's replicas are ranks of gang-scheduled groups
         assert built[f"Prefill:{base}"]["gang"] == lay.dp
