@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
 from llmctl.sources import path_probe
-from llmctl.serve_facts import DEFAULT_INGRESS
+from llmctl.serve_facts import DEFAULT_INGRESS, LLM_SERVER, llm_deployment_name
 
 
 @dataclass(frozen=True)
@@ -260,6 +260,40 @@ def runtime_envs(config: Any) -> Iterator[tuple[str, Any]]:
 
 def is_llm_app(app: Any) -> bool:
     return isinstance(app, dict) and resolve(app.get("import_path")).builder is not None
+
+
+def dp_size(llm: Any) -> int:
+    """An LLMConfig's ``engine_kwargs.data_parallel_size`` (1 when unset or not a positive int)."""
+    ek = llm.get("engine_kwargs") if isinstance(llm, Mapping) else None
+    n = ek.get("data_parallel_size", 1) if isinstance(ek, Mapping) else 1
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
+
+
+def llm_deployments(app: Any) -> Iterator[tuple[str, dict, int]]:
+    """``(deployment name, LLMConfig mapping, DP size)`` of every engine
+    deployment of an LLM app, named as Ray 2.60's builders name them
+    (core/server/builder.py ``build_llm_deployment``: the class name as prefix
+    unless the builder gives one): ``LLMServer:<id>`` (build_openai_app),
+    ``DPServer:<id>`` (build_dp_openai_app), ``Prefill:<id>`` and
+    ``Decode:<id>`` (build_pd_openai_app, with or without DP). With DP > 1
+    one Serve replica is one DP rank and a group of ``DP size`` replicas is
+    gang-scheduled and restarted as a unit (dp_server.py)."""
+    if not isinstance(app, dict):
+        return
+    builder = resolve(app.get("import_path")).builder
+    if builder is None:
+        return
+    for slot, llm in llm_config_slots(builder, app.get("args")):
+        if not isinstance(llm, dict):
+            continue
+        base = llm_deployment_name((llm.get("model_loading_config") or {}).get("model_id", "?")).split(":", 1)[1]
+        if builder.kind == "pd":
+            prefix = "Prefill:" if slot[-1] == "prefill_config" else "Decode:"
+        elif builder.kind == "dp":
+            prefix = "DPServer:"
+        else:
+            prefix = LLM_SERVER + ":"
+        yield prefix + base, llm, dp_size(llm) if builder.kind != "openai" else 1
 
 
 def ingress_deployment_name(app: Any) -> str:

@@ -47,6 +47,25 @@ class Recommendation(_Strict):
     max_model_len: int = Field(gt=0)
 
 
+class LayoutEntry(_Strict):
+    """The default layout on one GPU type (llmctl.sizing.layouts.default_layout)."""
+
+    kind: Literal["single node", "DP+EP", "multi-node"]
+    tp: int = Field(gt=0)
+    pp: int = Field(default=1, gt=0)
+    dp: int = Field(default=1, gt=0)
+    max_model_len: int = Field(gt=0)
+    nodes: int = Field(default=1, gt=0)
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    def describe(self) -> str:
+        if self.kind == "DP+EP":
+            return f"DP {self.dp} x TP {self.tp} + EP ({self.nodes} node{'s' if self.nodes > 1 else ''})"
+        if self.kind == "multi-node":
+            return f"TP {self.tp} x PP {self.pp} ({self.nodes} nodes)"
+        return f"TP {self.tp}"
+
+
 class Recipe(_Strict):
     """vLLM engine settings a feature of the model needs, and where they come from."""
 
@@ -79,6 +98,7 @@ class ModelProfile(_Strict):
     architecture: Optional[ModelArch] = None
     parameters: Optional[Parameters] = None
     recommended: dict[str, Recommendation] = Field(default_factory=dict)
+    layouts: dict[str, LayoutEntry] = Field(default_factory=dict, description="default layout per GPU type it fits on")
     sources: list[str] = Field(default_factory=list)
     reliability: Optional[Literal["high", "medium", "low"]] = None
     unknown: list[str] = Field(default_factory=list, description="fields left unknown rather than guessed")

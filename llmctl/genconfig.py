@@ -276,11 +276,17 @@ def summary_rows(spec: DeploymentSpec) -> Iterable[dict[str, Any]]:
         else:
             fit = {"fits": "✓ fits", "tight": "~ tight", "does_not_fit": "✗ does not fit"}[p.verdict]
             fit += f": {p.weights_gib_per_gpu:.1f} GiB weights/GPU, {p.kv_cache_tokens:,} KV tokens, {p.max_concurrency:.1f}x"
+        if p is not None and m.dp > 1:
+            fit += f" per DP rank ({m.dp} ranks, {m.dp * p.kv_cache_tokens:,} KV tokens per group)"
         mml = m.effective_max_model_len
+        from llmctl.prompts.layout import dp_reasons, pd_reasons
+
         yield {
-            "model_id": m.model_id, "source": m.source, "gpu": m.gpu.name, "tp": m.tp, "pp": m.pp,
+            "model_id": m.model_id + (f" ({m.role})" if m.role else ""), "source": m.source, "gpu": m.gpu.name,
+            "tp": m.tp, "pp": m.pp, "dp": m.dp,
             "replicas": f"{m.min_replicas}-{m.max_replicas}", "max_model_len": mml, "fit": fit,
-            "reasons": (list(m.choice.reasons) if m.choice is not None else []) + recipes_applied(m) + recipe_notes(m) + lora_notes(m),
+            "reasons": (list(m.choice.reasons) if m.choice is not None else []) + dp_reasons(m) + pd_reasons(m)
+            + recipes_applied(m) + recipe_notes(m) + lora_notes(m),
         }
 
 

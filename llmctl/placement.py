@@ -25,8 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from llmctl.builders import app_llm_configs, ingress_deployment_name, is_llm_app
-from llmctl.serve_facts import llm_deployment_name, model_id_of
+from llmctl.builders import app_llm_configs, ingress_deployment_name, is_llm_app, llm_deployments
 from llmctl.scalars import lax_int
 
 ACC_PREFIX = "accelerator_type:"
@@ -177,11 +176,11 @@ def demands(config: dict) -> list[Demand]:
         name = app.get("name", "default")
         args = app.get("args") or {}
         llms = [c for _, c in app_llm_configs(app) if isinstance(c, dict)]
-        for llm in llms:
+        for dep, llm, dp in llm_deployments(app):
             bundles, strategy = replica_bundles(llm)
             mn, mx = replica_counts(llm.get("deployment_config") or {})
-            mid = model_id_of(llm) or "?"
-            out.append(Demand(name, llm_deployment_name(mid), bundles, strategy, mn, mx))
+            # a DP deployment's replica is one rank; its counts are in DP groups (dp_server.py)
+            out.append(Demand(name, dep, bundles, strategy, mn * dp, mx * dp))
         imn, imx = replica_counts(args.get("ingress_deployment_config") or {})
         if all(d.min_replicas == 0 for d in out if d.app == name) and llms:
             imn = 0

@@ -12,10 +12,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from llmctl import sizing, spec
+from llmctl import patterns, sizing, spec
 from llmctl.catalog import ModelProfile, resolve_model
 from llmctl.errors import UsageError, param, template_of
 from llmctl.hardware import GPUS, GPUType, gpu_of_memory, with_node_size
+from llmctl.sizing.layouts import default_layout
 
 
 def parse_flag(name: str, parse, value):
@@ -92,6 +93,10 @@ def plan(
     max_num_seqs: Union[None, int, str] = None,
     max_num_batched_tokens: Union[None, int, str] = None,
     gpus_per_node: Optional[list[str]] = None,
+    dp: Union[None, int, str] = None,
+    pd: Optional[str] = None,
+    prefill_tp: Union[None, int, str] = None,
+    decode_tp: Union[None, int, str] = None,
 ) -> PlanTable:
     """Weights, KV cache, concurrency and a verdict per GPU type and TP size.
 
@@ -106,7 +111,16 @@ def plan(
     pins). ``quantization``, ``enforce_eager``, ``enable_expert_parallel``,
     ``max_num_seqs`` and ``max_num_batched_tokens`` are vLLM's engine arguments
     of those names, sized as :func:`llmctl.sizing.sizing_options` sizes them
-    from a config. Raises UsageError with gen-config's message for a bad value."""
+    from a config. Raises UsageError with gen-config's message for a bad value.
+
+    ``dp``: data-parallel attention (gen-config --dp): every row is one DP
+    rank (``row["dp"]`` ranks per group, experts dealt over ``row["ep_size"]``
+    ranks with ``enable_expert_parallel``, KV per rank). ``pd``
+    (``"P:D"``): one row per pool (``row["pool"]``), prefill at
+    ``prefill_tp`` and decode at ``decode_tp`` (default ``tp``). Without
+    ``tp``, ``dp`` and ``pd``, a model that fits no TP of one node gets its
+    default layout (llmctl.sizing.layouts: DP+EP or TP x PP over nodes) as the
+    advised row."""
     if min_concurrency is not None and min_concurrency <= 0:
         raise UsageError(f"{param('min_concurrency')}: must be a positive number (got {min_concurrency:g})",
                          param="min_concurrency")
@@ -138,7 +152,17 @@ def plan(
     kw: dict[str, Any] = dict(gpu_memory_utilization=gmu, dtype=str(dtype).lower(), kv_cache_dtype=str(kv_cache_dtype).lower(),
                               vllm_version=vllm_version, **{k: v for k, v in sizing.sizing_options(engine).items()
                                                             if k not in ("dtype", "kv_cache_dtype")})
+    dp_n = parse_flag("dp", patterns.parse_dp, dp) or 1
+    pools = parse_flag("pd", patterns.parse_pd, pd)
+    if pools is None and (prefill_tp is not None or decode_tp is not None):
+        raise UsageError(f"{param('prefill_tp')}/{param('decode_tp')}: only with {param('pd')}", param="pd")
+    if dp_n > 1:
+        kw["data_parallel_size"] = dp_n
+        if arch.moe is not None and max_num_batched_tokens is None:
+            kw["max_num_batched_tokens"] = patterns.dp_batched_tokens(dp_n)
     table = PlanTable(profile, [], parameters=parameters(arch))
+    if pools is not None:
+        return _pd_plan(table, arch, gpus, pp_n, tp_n, mml, kw, prefill_tp, decode_tp, enable_expert_parallel)
     for g in gpus:
         choice = sizing.choose(arch, g, tp=tp_n, pp=pp_n, max_model_len=mml, min_concurrency=min_concurrency, **kw)
         table.choices.append((g, choice))
@@ -146,9 +170,37 @@ def plan(
         for t in sizes:
             p = sizing.plan_for_gpu(arch, g, tp=t, pp=pp_n, max_model_len=choice.max_model_len, **kw)
             advised = tp_n is None and t == choice.tp and choice.fits
-            table.rows.append({"gpu": g.name, **p.to_dict(), "nodes": sizing.nodes_of(g, t, pp_n),
+            table.rows.append({"gpu": g.name, **p.to_dict(), "nodes": sizing.nodes_of(g, dp_n * t, pp_n),
                                "gpus_per_node": g.gpus_per_node, "advised": advised,
                                "reasons": list(choice.reasons) if advised else []})
+        if tp_n is None and dp_n == 1 and not choice.fits and pp_n == 1:
+            lay = default_layout(arch, g, **kw)
+            if lay is not None:
+                p = lay.choice.plan
+                table.rows.append({"gpu": g.name, **p.to_dict(), "nodes": lay.nodes, "gpus_per_node": g.gpus_per_node,
+                                   "advised": True, "layout": lay.describe(), "engine_kwargs": dict(lay.engine),
+                                   "reasons": [f"no TP of one {g.name} node holds it: its default layout is "
+                                               f"{lay.describe()}", *lay.choice.reasons]})
+    return table
+
+
+def _pd_plan(table: PlanTable, arch, gpus, pp_n: int, tp_n, mml, kw: dict, prefill_tp, decode_tp, ep: bool) -> PlanTable:
+    """One row per pool of a prefill/decode app: the prefill pool's budget is
+    its batched tokens per step (max_num_batched_tokens: prompt tokens it
+    takes at once), the decode pool's its KV capacity (concurrent requests)."""
+    for g in gpus:
+        for pool, given in (("prefill", prefill_tp), ("decode", decode_tp)):
+            t = parse_flag(f"{pool}_tp", lambda v: spec.parse_tp(v, arch=arch, gpu=g, pp=pp_n, expert_parallel=ep), given)
+            c = sizing.choose(arch, g, tp=t if t is not None else tp_n, pp=pp_n, max_model_len=mml, **kw)
+            if c.plan is None:
+                continue
+            p = c.plan
+            why = (f"prefill pool: {p.max_num_batched_tokens:,} prompt tokens per step (max_num_batched_tokens), "
+                   f"{p.max_model_len:,}-token prompts held until decode pulls them" if pool == "prefill" else
+                   f"decode pool: {p.kv_cache_tokens:,} KV tokens = {p.max_concurrency:.1f} concurrent full-length requests")
+            table.rows.append({"gpu": g.name, **p.to_dict(), "nodes": sizing.nodes_of(g, c.tp * p.dp, pp_n),
+                               "gpus_per_node": g.gpus_per_node, "advised": c.fits, "pool": pool,
+                               "reasons": [why, *c.reasons]})
     return table
 
 

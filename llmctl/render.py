@@ -146,7 +146,18 @@ def ingress_config(spec: DeploymentSpec) -> Optional[dict[str, Any]]:
 
 
 def serve_config_dict(spec: DeploymentSpec, model_config_paths: list[Path]) -> dict[str, Any]:
-    args: dict[str, Any] = {"llm_configs": [str(p) for p in model_config_paths]}
+    from llmctl import patterns
+
+    import_path = SERVE_IMPORT_PATH
+    args: dict[str, Any]
+    if spec.pattern == "pd":  # build_pd_openai_app: the prefill pool's LLMConfig, then the decode pool's
+        import_path = patterns.PD_BUILDER
+        args = {"prefill_config": str(model_config_paths[0]), "decode_config": str(model_config_paths[1])}
+    elif spec.pattern == "dp":  # build_dp_openai_app: one LLMConfig whose replicas are DP ranks
+        import_path = patterns.DP_BUILDER
+        args = {"llm_config": str(model_config_paths[0])}
+    else:
+        args = {"llm_configs": [str(p) for p in model_config_paths]}
     ingress = ingress_config(spec)
     if ingress:
         args["ingress_deployment_config"] = ingress
@@ -154,7 +165,7 @@ def serve_config_dict(spec: DeploymentSpec, model_config_paths: list[Path]) -> d
         from llmctl.builders import ingress_cls_config as apikey_ingress
 
         args["ingress_cls_config"] = apikey_ingress(spec.api_key_env)
-    app: dict[str, Any] = {"name": spec.app_name, "route_prefix": spec.route_prefix, "import_path": SERVE_IMPORT_PATH}
+    app: dict[str, Any] = {"name": spec.app_name, "route_prefix": spec.route_prefix, "import_path": import_path}
     # LoRA store settings go on the application, by reference: Serve merges them into every deployment,
     # the LLM server's (which downloads adapters) and the ingress's (whose /v1/models lists them).
     store_env = {key: "${" + var + "}" for m in spec.models for key, var in m.lora_env}
@@ -243,7 +254,7 @@ def render_spec(spec: DeploymentSpec, output_dir: Path, *, now: Optional[datetim
     used: set[str] = set()
     docs: list[Rendered] = []
     for m in spec.models:
-        base = safe_filename(m.model_id)
+        base = safe_filename(m.model_id) + (f"-{m.role}" if m.role else "")
         name, n = base, 2
         while name.lower() in used:
             name, n = f"{base}-{n}", n + 1
@@ -253,6 +264,12 @@ def render_spec(spec: DeploymentSpec, output_dir: Path, *, now: Optional[datetim
         note = f"catalog entry {m.profile.id}" if m.profile.origin == "catalog" else f"model from {m.profile.origin}"
         scaling = m.targets.basis if m.targets is not None and m.target_ongoing_requests == m.targets.target_ongoing_requests \
             else ("target_ongoing_requests and max_ongoing_requests as given" if m.target_ongoing_requests else "")
+        if m.dp > 1:
+            scaling = (scaling + "; " if scaling else "") + (
+                f"replicas count DP groups of {m.dp} ranks (Ray multiplies min/max_replicas by {m.dp}; a group is "
+                "gang-scheduled and restarts as a unit)")
+        if m.role:
+            scaling = (scaling + "; " if scaling else "") + f"the {m.role} pool of a prefill/decode app"
         text = render_template("llm_config.yaml.j2", data, model_id=m.model_id, path=str(path), profile_note=note,
                                autoscaling_note=comment_lines(f"Autoscaling: {scaling}." if scaling else ""),
                                nodes=sizing.nodes_of(m.gpu, m.tp, m.pp))

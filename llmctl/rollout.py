@@ -55,8 +55,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from llmctl.builders import app_llm_configs, ingress_deployment_name
-from llmctl.serve_facts import llm_deployment_name, model_id_of
+from llmctl.builders import app_llm_configs, ingress_deployment_name, llm_deployments
 from llmctl.placement import replica_bundles
 
 IN_PLACE = "in place"
@@ -191,11 +190,15 @@ def _is_llm_app(app: dict) -> bool:
 
 
 def _llms(app: dict) -> dict[str, dict]:
-    out = {}
-    for _, llm in app_llm_configs(app):
-        if isinstance(llm, dict):
-            out[llm_deployment_name(model_id_of(llm) or "?")] = llm
-    return out
+    return {name: llm for name, llm, _ in llm_deployments(app)}
+
+
+def _dp_groups(app: dict) -> set[str]:
+    """Deployments whose replicas are DP ranks: Ray multiplies their replica
+    counts by the DP size when it builds them (dp_server.py
+    get_deployment_options), so a ``deployments:`` override, applied after
+    the build, would count ranks, not groups."""
+    return {name for name, _, dp in llm_deployments(app) if dp > 1}
 
 
 def _overrides(app: dict) -> dict[str, dict]:
@@ -267,7 +270,10 @@ def canonical(app: dict, defaults: dict | None = None, base_args: dict | None = 
         return app
     given = _overrides(app)
     overrides: dict[str, dict] = {}
+    groups = _dp_groups(app)
     for name, llm in _llms(app).items():
+        if name in groups:
+            continue
         ov: dict[str, Any] = {}
         asc = (llm.get("deployment_config") or {}).get("autoscaling_config")
         if isinstance(asc, dict) and isinstance(asc.get("policy"), dict):
@@ -309,8 +315,11 @@ def lift_in_place(deployed: dict, new: dict, defaults: dict | None = None) -> di
     old_llms, new_llms = _llms(deployed), _llms(new)
     if list(old_llms) != list(new_llms):
         return None
+    groups = _dp_groups(new)
     for name, llm in new_llms.items():
         old_llm = old_llms[name]
+        if name in groups and old_llm != llm:
+            return None  # a DP group's counts are in groups, which an override cannot say: the app is re-sent
         if {k: v for k, v in old_llm.items() if k != "deployment_config"} != \
                 {k: v for k, v in llm.items() if k != "deployment_config"}:
             return None

@@ -340,6 +340,20 @@ class ModelSpec:
     # derivation behind the autoscaling targets (for a YAML comment).
     choice: Optional[sizing.Choice] = field(default=None, compare=False)
     targets: Optional[sizing.Targets] = field(default=None, compare=False)
+    # The pool of a prefill/decode app ("prefill" or "decode"; llmctl.patterns), None otherwise.
+    role: Optional[str] = None
+    # Why the layout is not one node's (llmctl.sizing.layouts.default_layout), for summaries.
+    layout_note: Optional[str] = field(default=None, compare=False)
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel ranks per group (engine_kwargs.data_parallel_size)."""
+        v = self.engine_extra.get("data_parallel_size", 1)
+        return v if isinstance(v, int) and v > 1 else 1
+
+    @property
+    def expert_parallel(self) -> bool:
+        return self.engine_extra.get("enable_expert_parallel") is True
 
     @property
     def plan(self) -> Optional[sizing.Plan]:
@@ -362,7 +376,7 @@ class ModelSpec:
     def check(self) -> None:
         """Cross-field checks; raises ValueError naming the field."""
         check_replicas(self.min_replicas, self.max_replicas)
-        problem = tp_problem(self.arch, self.tp, self.pp, self.gpu)
+        problem = tp_problem(self.arch, self.tp, self.pp, self.gpu, self.expert_parallel)
         if problem:
             raise ValueError(problem)
         if self.max_model_len is not None:
@@ -391,15 +405,38 @@ class DeploymentSpec:
     # The environment variable holding the endpoint's API key (llmctl's API-key ingress); None: no key.
     api_key_env: Optional[str] = None
 
+    @property
+    def pattern(self) -> str:
+        """The Ray Serve LLM builder the app needs (llmctl.patterns): "pd" (a
+        prefill and a decode pool of one model), "dp" (one model with
+        data-parallel ranks), else "openai"."""
+        if any(m.role for m in self.models):
+            return "pd"
+        if any(m.dp > 1 for m in self.models):
+            return "dp"
+        return "openai"
+
     def check(self) -> None:
         if not self.models:
             raise ValueError("no model in the app")
+        if self.pattern == "pd":
+            if [m.role for m in self.models] != ["prefill", "decode"] or self.models[0].model_id != self.models[1].model_id:
+                raise ValueError("a prefill/decode app has one model: its prefill pool, then its decode pool")
+            for m in self.models:
+                m.check()
+            return self._check_app()
+        if self.pattern == "dp" and len(self.models) > 1:
+            raise ValueError(f"{param('dp')}: Ray's data-parallel builder (build_dp_openai_app) serves one model; "
+                             "generate one app per model")
         seen: dict[str, int] = {}
         for i, m in enumerate(self.models):
             m.check()
             if m.model_id in seen:
                 raise ValueError(f"duplicate model id '{m.model_id}' (models {seen[m.model_id] + 1} and {i + 1}); give each a distinct {param('model_id')}")
             seen[m.model_id] = i
+        self._check_app()
+
+    def _check_app(self) -> None:
         parse_app_name(self.app_name)
         parse_route_prefix(self.route_prefix)
         if self.api_key_env is not None:

@@ -131,9 +131,21 @@ def build_tokenizer():
     return tok
 
 
-def _config(vocab_size: int, ids: dict[str, int]) -> dict:
-    from transformers import LlamaConfig
+# The tiny mixture of experts (build_tiny_model(dir, moe=True)): the same attention and tokenizer, a
+# MixtralForCausalLM with 4 routed experts of width 64, 2 per token, so vLLM's MoE layers (and data
+# parallelism with expert parallelism) have something to route. vLLM's CPU build runs Mixtral's fused MoE.
+MOE = {"num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 64}
 
+
+def _config(vocab_size: int, ids: dict[str, int], moe: bool = False) -> dict:
+    from transformers import LlamaConfig, MixtralConfig
+
+    if moe:
+        return MixtralConfig(
+            vocab_size=vocab_size, max_position_embeddings=MAX_MODEL_LEN, rms_norm_eps=1e-5, tie_word_embeddings=True,
+            bos_token_id=ids[BOS], eos_token_id=ids[EOS], pad_token_id=ids[PAD], architectures=["MixtralForCausalLM"],
+            sliding_window=None, **{**ARCH, **MOE},
+        )
     cfg = LlamaConfig(
         vocab_size=vocab_size,
         max_position_embeddings=MAX_MODEL_LEN,
@@ -148,14 +160,15 @@ def _config(vocab_size: int, ids: dict[str, int]) -> dict:
     return cfg
 
 
-def build_tiny_model(out_dir: Path | str) -> Path:
-    """Write the tiny model into ``out_dir`` (created if needed) and return it.
+def build_tiny_model(out_dir: Path | str, *, moe: bool = False) -> Path:
+    """Write the tiny model into ``out_dir`` (created if needed) and return it;
+    ``moe``: the tiny mixture of experts (:data:`MOE`) instead of the Llama.
 
     Imports torch/transformers/tokenizers lazily; raises ImportError if they
     are missing.
     """
     import torch
-    from transformers import LlamaForCausalLM
+    from transformers import LlamaForCausalLM, MixtralForCausalLM
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -166,11 +179,11 @@ def build_tiny_model(out_dir: Path | str) -> Path:
     ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
     vocab_size = tok.get_vocab_size()
 
-    cfg = _config(vocab_size, ids)
+    cfg = _config(vocab_size, ids, moe)
     prev_dtype = torch.get_default_dtype()
     torch.set_default_dtype(torch.float32)
     try:
-        model = LlamaForCausalLM(cfg)
+        model = (MixtralForCausalLM if moe else LlamaForCausalLM)(cfg)
     finally:
         torch.set_default_dtype(prev_dtype)
     gen = torch.Generator().manual_seed(SEED)

@@ -250,3 +250,30 @@ def test_a_catalog_entry_given_as_config_json_sizes_the_same(row, tmp_path):
     assert (pc.total, pc.active) == (entry.parameters.total, entry.parameters.active), entry.id
     for tp in (1, 2):
         assert layout(runtime, tp=tp) == layout(cat, tp=tp), (entry.id, tp)
+
+
+def test_every_model_has_its_default_layout_on_every_gpu_it_fits_on():
+    """The catalog's layouts are what llmctl.sizing.layouts.default_layout (the rule gen-config --yes
+    follows) picks on each GPU type: single node, DP+EP or multi-node; a model that needs more than
+    one node on some type has a DP+EP or multi-node layout there, never nothing."""
+    from llmctl.sizing.layouts import default_layout
+
+    kinds = set()
+    for p in CATALOG.values():
+        for gpu in GPUS.values():
+            if gpu.is_cpu:
+                continue
+            lay = default_layout(p.architecture, gpu)
+            entry = p.layouts.get(gpu.name)
+            if lay is None:
+                assert entry is None, (p.id, gpu.name)
+                continue
+            assert entry is not None and entry.model_dump() == lay.to_dict(), (p.id, gpu.name)
+            assert lay.choice.plan.verdict in ("fits", "tight"), (p.id, gpu.name)
+            kinds.add(entry.kind)
+            if entry.kind == "DP+EP":
+                assert p.architecture.moe is not None, p.id
+            rec = p.recommended.get(gpu.name)
+            assert (entry.kind == "single node") == (rec is not None), (p.id, gpu.name)
+        assert p.layouts, p.id
+    assert kinds == {"single node", "DP+EP", "multi-node"}

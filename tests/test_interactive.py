@@ -350,3 +350,45 @@ def test_autoscaling_details_step_defaults_to_the_derived_values(tmp_path):
                             expected_tokens=1024, downscale_delay=120, write_files=False)
     assert load_yaml(written)["deployment_config"] == flags.documents[0].data["deployment_config"]
     assert load_yaml(written)["deployment_config"]["autoscaling_config"]["downscale_delay_s"] == 120
+
+
+def test_moe_model_is_offered_data_parallel_with_expert_parallelism(tmp_path):
+    """At a terminal, a mixture of experts on GPUs is offered the DP+EP layout (issue 40); the
+    answer writes Ray's build_dp_openai_app, as --dp 8 --enable-expert-parallel does."""
+    out_i = tmp_path / "interactive"
+    c = _spawn("gen-config", "-m", "qwen3-30b-a3b", "--gpu", "H100", "--no-tool-calling", "--no-reasoning",
+               "--max-num-seqs", "64", "--tp", "1", "--max-model-len", "8192", "--min-replicas", "1", "--max-replicas", "1",
+               "--target-ongoing-requests", "8", "--max-ongoing-requests", "16", "--no-fast-download",
+               "--api-key-env", "MY_KEY", "--app-name", "moe", "--route-prefix", "/", "-o", str(out_i), cwd=tmp_path)
+    c.expect("Model id clients will send")
+    c.send(ENTER)
+    c.expect("qwen3-30b-a3b is a mixture of experts: layout")
+    c.expect("DP 8 ranks per group")
+    c.send(DOWN * 3)                # one engine per replica, DP 2, DP 4, DP 8
+    c.send(ENTER)
+    c.expect("Deal the experts over the ranks")
+    c.send(ENTER)                   # default: yes
+    c.expect("Serve LoRA adapters")
+    c.send("n")
+    c.expect("Write 2 files")
+    c.send(ENTER)
+    c.expect("Wrote:")
+    c.expect(pexpect.EOF)
+    out_f = tmp_path / "flags"
+    r = run_subprocess_gen(out_f, "--dp", "8", "--enable-expert-parallel")
+    assert r.returncode == 0, r.stderr
+    serve_i, serve_f = load_yaml(serve_file(out_i)), load_yaml(serve_file(out_f))
+    assert serve_i["applications"][0]["import_path"] == serve_f["applications"][0]["import_path"] == "ray.serve.llm:build_dp_openai_app"
+    model_i = load_yaml(Path(serve_i["applications"][0]["args"]["llm_config"]))
+    model_f = load_yaml(Path(serve_f["applications"][0]["args"]["llm_config"]))
+    assert model_i == model_f and model_i["engine_kwargs"]["data_parallel_size"] == 8
+
+
+def run_subprocess_gen(out: Path, *extra: str):
+    import subprocess
+
+    return subprocess.run([LLMCTL, "gen-config", "-m", "qwen3-30b-a3b", "--gpu", "H100", "--no-tool-calling", "--no-reasoning",
+                           "--max-num-seqs", "64", "--tp", "1", "--max-model-len", "8192", "--min-replicas", "1",
+                           "--max-replicas", "1", "--target-ongoing-requests", "8", "--max-ongoing-requests", "16",
+                           "--no-fast-download", "--api-key-env", "MY_KEY", "--app-name", "moe", "--route-prefix", "/",
+                           "--yes", "-o", str(out), *extra], capture_output=True, text=True, timeout=120)

@@ -20,22 +20,28 @@ GPU_TYPES = [g for g in GPUS.values() if not g.is_cpu]
 
 @pytest.mark.parametrize("model_id", sorted(CATALOG))
 def test_plan_gen_config_and_catalog_agree(model_id):
-    """Every catalog model × GPU type at the default context: plan's advised
-    TP == the TP `gen-config --yes` picks == the catalog's recommendation."""
+    """Every catalog model x GPU type at the default context: plan's advised
+    layout == the layout `gen-config --yes` writes == the catalog's (single
+    node: also its TP recommendation; issue 40: DP+EP or multi-node where one
+    node is too small)."""
     profile = CATALOG[model_id]
     table = llmctl.plan(model_id)  # every GPU type, default context
     for gpu in GPU_TYPES:
         advised = [r for r in table.rows if r["gpu"] == gpu.name and r["advised"]]
-        rec = profile.recommended.get(gpu.name)
+        lay = profile.layouts.get(gpu.name)
         try:
             gen = llmctl.generate(model_id, gpu=gpu.name, write_files=False)
         except DoesNotFit:
-            assert not advised and rec is None, (model_id, gpu.name)
+            assert not advised and lay is None, (model_id, gpu.name)
             continue
         m = gen.spec.models[0]
-        assert len(advised) == 1, (model_id, gpu.name)
-        assert advised[0]["tp"] == m.tp == rec.tp, (model_id, gpu.name)
-        assert advised[0]["max_model_len"] == m.max_model_len == rec.max_model_len, (model_id, gpu.name)
+        assert len(advised) == 1 and lay is not None, (model_id, gpu.name)
+        assert (advised[0]["tp"], advised[0]["pp"], advised[0]["dp"]) == (m.tp, m.pp, m.dp) == (lay.tp, lay.pp, lay.dp), \
+            (model_id, gpu.name)
+        assert advised[0]["max_model_len"] == m.max_model_len == lay.max_model_len, (model_id, gpu.name)
+        rec = profile.recommended.get(gpu.name)
+        if lay.kind == "single node":
+            assert rec is not None and rec.tp == m.tp, (model_id, gpu.name)
         assert m.plan.verdict != "does_not_fit"
 
 
@@ -109,10 +115,12 @@ def test_no_tp_fits_the_default_context_gives_a_shorter_one_at_the_largest_tp():
 
 
 def test_weights_that_fit_nowhere_are_not_silently_shrunk():
-    c = sizing.choose(CATALOG["llama-3.1-405b-instruct-fp8"].architecture, GPUS["L4"])
+    """No layout up to 4 nodes holds GLM-5 on L4s: gen-config --yes refuses, naming --gpu."""
+    assert "L4" not in CATALOG["glm-5"].layouts
+    c = sizing.choose(CATALOG["glm-5"].architecture, GPUS["L4"])
     assert not c.fits and "weights" in c.plan.reason
-    with pytest.raises(DoesNotFit, match=r"^gpu: llama-3.1-405b-instruct-fp8 does not fit on one L4 node at any TP"):
-        llmctl.generate("llama-3.1-405b-instruct-fp8", gpu="L4", write_files=False)
+    with pytest.raises(DoesNotFit, match=r"^gpu: glm-5 does not fit on one L4 node at any TP"):
+        llmctl.generate("glm-5", gpu="L4", write_files=False)
 
 
 def test_two_models_on_l4_at_tp1_choose_lengths_that_fit(capsys, tmp_path):

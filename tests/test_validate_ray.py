@@ -108,7 +108,12 @@ def test_dp_and_pd_builders_get_every_check(capsys, tmp_path):
     assert any("applications[0].args.llm_configs: unknown argument" in ln
                and "ray.serve.llm:build_pd_openai_app takes decode_config, ingress_cls_config" in ln for ln in lines), lines
     assert any("args.decode_config: model id 'other' differs from prefill_config's 'qwen'" in ln for ln in lines), lines
-    ok = _write(tmp_path / "pd_ok.yaml", _serve("ray.serve.llm:build_pd_openai_app", {"prefill_config": MODEL, "decode_config": MODEL}))
+    # Ray refuses a P/D app whose pools have no kv_transfer_config (PDServingArgs._validate_kv_transfer_config)
+    bare = _write(tmp_path / "pd_bare.yaml", _serve("ray.serve.llm:build_pd_openai_app", {"prefill_config": MODEL, "decode_config": MODEL}))
+    r = run_cli(capsys, "validate", bare)
+    assert r.code == 2 and sum("kv_transfer_config is required for P/D disaggregation" in ln for ln in _lines(r)) == 2, r.err
+    pool = _model(engine_kwargs={"max_model_len": 8192, "kv_transfer_config": {"kv_connector": "NixlConnector", "kv_role": "kv_both"}})
+    ok = _write(tmp_path / "pd_ok.yaml", _serve("ray.serve.llm:build_pd_openai_app", {"prefill_config": pool, "decode_config": pool}))
     assert run_cli(capsys, "validate", ok).code == 0
 
 

@@ -75,7 +75,24 @@ def add_derived(entry: dict) -> dict:
         if r is not None:
             rec[name] = {"tp": r[0], "max_model_len": r[1]}
     entry["recommended"] = rec
+    entry["layouts"] = layouts(arch)
     return entry
+
+
+def layouts(arch) -> dict:
+    """The default layout per GPU type it fits on (llmctl.sizing.layouts, the
+    one rule gen-config --yes follows): single node, DP+EP or multi-node."""
+    from llmctl.hardware import GPUS
+    from llmctl.sizing.layouts import default_layout
+
+    out = {}
+    for name, gpu in GPUS.items():
+        if gpu.is_cpu:
+            continue
+        lay = default_layout(arch, gpu)
+        if lay is not None:
+            out[name] = lay.to_dict()
+    return out
 
 
 def recommend(sizing, arch, gpu):

@@ -12,8 +12,9 @@ from typing_extensions import Annotated
 from llmctl.serve_facts import LOOPBACK_HOST
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json, warn
-from llmctl.cli.options import (GPU_HELP, ApiKeySecretOpt, ForceOpt, GpusPerNodeOpt, HfSecretOpt, ImageOpt, Multi, NodeSelectorOpt,
-                                OutputDirOpt, UpgradeStrategyOpt, YesOpt, complete_gpu, complete_model)
+from llmctl.cli.options import (GPU_HELP, ApiKeySecretOpt, DecodeArgOpt, DecodeTpOpt, DpOpt, EpOpt, ForceOpt, GpusPerNodeOpt,
+                                HfSecretOpt, ImageOpt, KvConnectorOpt, Multi, NodeSelectorOpt, OutputDirOpt, PdOpt, PrefillArgOpt,
+                                PrefillTpOpt, UpgradeStrategyOpt, YesOpt, complete_gpu, complete_model)
 
 
 @app.command("gen-config")
@@ -25,6 +26,14 @@ def gen_config_cmd(
     pp: Annotated[Multi, typer.Option("--pp", metavar="N", help="Pipeline-parallel size (default 1).")] = None,
     min_replicas: Annotated[Multi, typer.Option("--min-replicas", metavar="N", help="Autoscaling minimum (default 1).")] = None,
     max_replicas: Annotated[Multi, typer.Option("--max-replicas", metavar="N", help="Autoscaling maximum (default: the minimum, at least 1).")] = None,
+    dp: DpOpt = None,
+    enable_expert_parallel: EpOpt = None,
+    pd: PdOpt = None,
+    kv_connector: KvConnectorOpt = None,
+    prefill_tp: PrefillTpOpt = None,
+    decode_tp: DecodeTpOpt = None,
+    prefill_arg: PrefillArgOpt = None,
+    decode_arg: DecodeArgOpt = None,
     max_model_len: Annotated[Multi, typer.Option("--max-model-len", metavar="TOKENS", help="Context length in tokens: 16384, or 16K = 16,384 (16k = 16,000, as vLLM reads it); default: the model's context capped at 32,768, or the most that fits.")] = None,
     target_ongoing_requests: Annotated[Multi, typer.Option("--target-ongoing-requests", metavar="N", help="Serve adds replicas above this many ongoing requests per replica (default: derived from the sizing plan).")] = None,
     max_ongoing_requests: Annotated[Multi, typer.Option("--max-ongoing-requests", metavar="N", help="At most this many requests on one replica (default: what its KV cache holds).")] = None,
@@ -102,6 +111,8 @@ def gen_config_cmd(
         tool_calling=tool_calling, reasoning=reasoning, inputs=inputs,
         app_name=app_name, route_prefix=route_prefix, http_host=http_host, http_port=http_port,
         api_key_env=api_key_env, router=router, autoscale_on=autoscale_on, autoscale_window=autoscale_window,
+        dp=dp, enable_expert_parallel=enable_expert_parallel, pd=pd, kv_connector=kv_connector,
+        prefill_tp=prefill_tp, decode_tp=decode_tp, prefill_args=prefill_arg or [], decode_args=decode_arg or [],
     )
     if slo is not None:
         from llmctl.planner import capacity
@@ -189,7 +200,7 @@ def _summary(spec) -> None:
         t.add_column(col)
     rows = list(summary_rows(spec))
     for r in rows:
-        tp = str(r["tp"]) + (f" x PP {r['pp']}" if r["pp"] > 1 else "")
+        tp = (f"DP {r['dp']} x " if r["dp"] > 1 else "") + str(r["tp"]) + (f" x PP {r['pp']}" if r["pp"] > 1 else "")
         t.add_row(r["model_id"], r["source"], r["gpu"], tp, r["replicas"],
                   f"{r['max_model_len']:,}" if r["max_model_len"] else "vLLM default", r["fit"])
     out.print(t)

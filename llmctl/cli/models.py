@@ -23,9 +23,17 @@ def models_cmd(
     json_: JsonOpt = False,
     family: Annotated[Optional[str], typer.Option("--family", metavar="FAMILY", help="Only this family (e.g. qwen3).")] = None,
     task: Annotated[Optional[str], typer.Option("--task", metavar="TASK", help="Only this task: chat, reasoning, vision, code, embed, rerank (a model's main task, or any it names).")] = None,
+    gpu: Annotated[str, typer.Option("--gpu", metavar="GPU", help="The GPU type whose default layout the table shows (single node TP, DP+EP or TP x PP over nodes; --json has every type's).")] = "H100",
 ) -> None:
     """List the model catalog."""
     from llmctl.catalog import load_catalog
+    from llmctl.hardware import get_gpu
+
+    g = get_gpu(gpu)
+    if g.is_cpu:
+        from llmctl.errors import UsageError
+
+        raise UsageError("--gpu: the catalog's layouts are per GPU type; give one (e.g. H100)")
 
     entries = [
         p for p in load_catalog().values()
@@ -37,7 +45,7 @@ def models_cmd(
     from rich.table import Table
 
     table = Table(title=f"llmctl model catalog ({len(entries)} models)")
-    for col in ("id", "hf repo", "family", "task", "params", "ctx", "gated", "TP on H100"):
+    for col in ("id", "hf repo", "family", "task", "params", "ctx", "gated", f"layout on {g.name}"):
         table.add_column(col, overflow="fold")
     for p in entries:
         a = p.architecture
@@ -45,7 +53,8 @@ def models_cmd(
         active = p.parameters.active if p.parameters else None
         params = _fmt_params(total) + (f" ({_fmt_params(active)} active)" if active and total and active != total else "")
         ctx = f"{a.max_position_embeddings // 1024}k" if a and a.max_position_embeddings else "?"
-        rec = p.recommended.get("H100")
-        table.add_row(p.id, p.hf_repo, p.family, p.task, params, ctx, "yes" if p.gated else "no", str(rec.tp) if rec else "-")
+        lay = p.layouts.get(g.name)
+        table.add_row(p.id, p.hf_repo, p.family, p.task, params, ctx, "yes" if p.gated else "no",
+                      lay.describe() if lay else "-")
     out.print(table)
     out.print("Use an id with: llmctl gen-config --model ID   (or llmctl plan --model ID)")

@@ -88,3 +88,25 @@ ImageOpt = Annotated[Optional[str], typer.Option(
 UpgradeStrategyOpt = Annotated[str, typer.Option(
     "--upgrade-strategy", metavar="TYPE",
     help="NewCluster (zero-downtime: a second cluster's worth of GPUs during upgrades) or None (in place).")]
+
+# Serving patterns (llmctl.patterns): gen-config and plan.
+DpOpt = Annotated[Optional[str], typer.Option(
+    "--dp", metavar="N",
+    help="Data-parallel attention: N ranks per group (each a vLLM engine of --tp GPUs), written as Ray's "
+         "build_dp_openai_app; replicas count groups. For MoE models, with --enable-expert-parallel.")]
+EpOpt = Annotated[Optional[bool], typer.Option(
+    "--enable-expert-parallel/--no-enable-expert-parallel",
+    help="Deal a MoE model's experts over the ranks (DP x TP) instead of splitting each (default: on with --dp for MoE models).")]
+PdOpt = Annotated[Optional[str], typer.Option(
+    "--pd", metavar="PREFILL:DECODE",
+    help="Prefill/decode disaggregation (Ray's build_pd_openai_app): replicas of each pool per replica asked, e.g. 1:2.")]
+KvConnectorOpt = Annotated[Optional[str], typer.Option(
+    "--kv-connector", metavar="NAME",
+    help="With --pd: the vLLM KV connector between the pools: NixlConnector (default) or LMCacheConnectorV1 (Ray sets up both); "
+         "another vLLM connector (e.g. ExampleConnector) runs with Ray's default backend.")]
+PrefillTpOpt = Annotated[Optional[str], typer.Option("--prefill-tp", metavar="N", help="With --pd: the prefill pool's TP (default: --tp).")]
+DecodeTpOpt = Annotated[Optional[str], typer.Option("--decode-tp", metavar="N", help="With --pd: the decode pool's TP (default: --tp).")]
+PrefillArgOpt = Annotated[Optional[List[str]], typer.Option(
+    "--prefill-arg", metavar="KEY=VALUE", help="With --pd: a vLLM engine argument of the prefill pool only (repeatable).")]
+DecodeArgOpt = Annotated[Optional[List[str]], typer.Option(
+    "--decode-arg", metavar="KEY=VALUE", help="With --pd: a vLLM engine argument of the decode pool only (repeatable).")]

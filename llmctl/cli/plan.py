@@ -16,7 +16,7 @@ from typing_extensions import Annotated
 
 from llmctl.cli.root import app
 from llmctl.cli.console import out, print_json
-from llmctl.cli.options import GpuOpt, GpusPerNodeOpt, JsonOpt, ModelOpt
+from llmctl.cli.options import DecodeTpOpt, DpOpt, GpuOpt, GpusPerNodeOpt, JsonOpt, ModelOpt, PdOpt, PrefillTpOpt
 from llmctl.errors import UsageError
 
 @app.command("plan")
@@ -48,6 +48,10 @@ def plan_cmd(
     trace: Annotated[Optional[Path], typer.Option("--trace", metavar="FILE", help="With --slo: size for a request trace (the layouts `bench --trace` replays): replicas, cost and the bound for its busiest --window, not its mean rate; also the replicas window by window.")] = None,
     window: Annotated[Optional[float], typer.Option("--window", metavar="SECONDS", help="With --trace: the window its peak rate is taken over (default 60).")] = None,
     speedup: Annotated[Optional[float], typer.Option("--speedup", metavar="FACTOR", help="With --trace: the trace replayed FACTOR times faster (as `bench --trace --speedup`).")] = None,
+    dp: DpOpt = None,
+    pd: PdOpt = None,
+    prefill_tp: PrefillTpOpt = None,
+    decode_tp: DecodeTpOpt = None,
     json_: JsonOpt = False,
 ) -> None:
     """Estimate weights, KV cache and concurrency per GPU; advise a TP size. With --slo: capacity for a latency goal and its cost."""
@@ -104,7 +108,8 @@ def plan_cmd(
                  gpu_memory_utilization=gpu_memory_utilization, dtype=dtype, kv_cache_dtype=kv_cache_dtype,
                  min_concurrency=min_concurrency, vllm_version=vllm_version, quantization=quantization,
                  enforce_eager=enforce_eager, enable_expert_parallel=enable_expert_parallel, max_num_seqs=max_num_seqs,
-                 max_num_batched_tokens=max_num_batched_tokens, gpus_per_node=gpus_per_node)
+                 max_num_batched_tokens=max_num_batched_tokens, gpus_per_node=gpus_per_node, dp=dp, pd=pd,
+                 prefill_tp=prefill_tp, decode_tp=decode_tp)
     if json_:
         print_json(table.to_json())
         return
@@ -120,7 +125,10 @@ def _render(profile, arch, rows: list[dict[str, Any]], params: dict[str, int], e
         ptxt += f" ({params['active'] / 1e9:.1f}B active)"
     table = Table(title=f"{profile.id}: {ptxt}, context {arch.context_limit:,}" if arch.context_limit else f"{profile.id}: {ptxt}")
     multi = any(r.get("nodes", 1) > 1 for r in rows)  # a replica spanning nodes: say how many
-    cols = (("GPU", "left"), ("TP", "right"), ("PP", "right"), *((("nodes", "right"),) if multi else ()),
+    dp = any(r.get("dp", 1) > 1 for r in rows)  # data-parallel ranks: every figure is one rank's
+    pools = any(r.get("pool") for r in rows)
+    cols = (("GPU", "left"), *((("pool", "left"),) if pools else ()), *((("DP", "right"), ("EP", "right")) if dp else ()),
+            ("TP", "right"), ("PP", "right"), *((("nodes", "right"),) if multi else ()),
             ("max_model_len", "right"), ("weights/GPU", "right"),
             ("KV/GPU", "right"), ("KV tokens", "right"), ("max conc.", "right"), ("fits up to", "right"),
             ("verdict", "left"), ("advice", "left"))
@@ -129,7 +137,9 @@ def _render(profile, arch, rows: list[dict[str, Any]], params: dict[str, int], e
     style = {"fits": "green", "tight": "yellow", "does_not_fit": "red"}
     for r in rows:
         table.add_row(
-            r["gpu"], str(r["tp"]), str(r["pp"]), *((f"{r['nodes']} x {r['gpus_per_node']}",) if multi else ()),
+            r["gpu"], *((r.get("pool", ""),) if pools else ()),
+            *((str(r.get("dp", 1)), str(r.get("ep_size", 1)) if r.get("ep_size", 1) > 1 else "-") if dp else ()),
+            str(r["tp"]), str(r["pp"]), *((f"{r['nodes']} x {r['gpus_per_node']}",) if multi else ()),
             f"{r['max_model_len']:,}", f"{r['weights_gib_per_gpu']:.1f} GiB",
             f"{max(r['kv_cache_gib'], 0):.1f} GiB", f"{r['kv_cache_tokens']:,}", f"{r['max_concurrency']:.1f}",
             f"{r['max_model_len_fits']:,}", f"[{style[r['verdict']]}]{r['verdict'].replace('_', ' ')}[/]",
@@ -137,8 +147,12 @@ def _render(profile, arch, rows: list[dict[str, Any]], params: dict[str, int], e
         )
     out.print(table)
     advised = [r for r in rows if r["advised"]]
+    if dp:
+        out.print("DP rows are one rank each: weights with the experts dealt over EP ranks, activation with the MoE "
+                  "all-gather of every rank's batch, KV cache per rank (a group holds DP x the KV tokens)", markup=False)
     for r in advised:
-        out.print(f"advised: {r['gpu']} TP {r['tp']} at max_model_len {r['max_model_len']:,}: {r['reason']}", markup=False)
+        what = r.get("layout") or (f"{r['pool']} pool " if r.get("pool") else "") + f"TP {r['tp']}"
+        out.print(f"advised: {r['gpu']} {what} at max_model_len {r['max_model_len']:,}: {r['reason']}", markup=False)
         for why in r["reasons"]:
             out.print(f"  {why}", markup=False)
     if not advised and len(rows) > 1:
@@ -161,7 +175,13 @@ def _render(profile, arch, rows: list[dict[str, Any]], params: dict[str, int], e
         r = advised[0]
         gpu_flag = f" --gpu {r['gpu']}" if " GiB" not in r["gpu"] else ""
         length = f" --max-model-len {explicit_len}" if explicit_len else ""
-        out.print(f"Next: llmctl gen-config --model {profile.id}{gpu_flag} --tp {r['tp']}{length}", markup=False)
+        if r.get("pool"):
+            what = " --pd P:D" + "".join(f" --{x['pool']}-tp {x['tp']}" for x in advised if x["gpu"] == r["gpu"])
+        elif r.get("layout"):
+            what = ""  # gen-config --yes writes the default layout itself
+        else:
+            what = (f" --dp {r['dp']}" if r.get("dp", 1) > 1 else "") + f" --tp {r['tp']}"
+        out.print(f"Next: llmctl gen-config --model {profile.id}{gpu_flag}{what}{length}", markup=False)
 
 
 def _render_capacity(table) -> None:

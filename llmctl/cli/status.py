@@ -43,7 +43,7 @@ def _status_table(rep):
                 a.status if first else "",
                 (a.route_prefix or "") if first else "",
                 ", ".join(a.model_ids) if first else "",
-                f"{d.name} ({d.status})" if d else "",
+                f"{d.name} ({d.status})" + (f": {d.part}" if d.part else "") if d else "",
                 replicas_text(d.replicas, d.target_replicas) if d else "",
                 ((a.endpoint or "") + (f" (API key ${a.api_key_env})" if a.endpoint and a.api_key_env else "")) if first else "",
             )

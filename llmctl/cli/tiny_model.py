@@ -16,6 +16,7 @@ from llmctl.errors import OutputExists, UsageError
 def tiny_model_cmd(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="Directory to write the model into (e.g. ./demo/tiny-llama).")],
     force: Annotated[bool, typer.Option("--force", help="Write into a non-empty directory.")] = False,
+    moe: Annotated[bool, typer.Option("--moe", help="A tiny mixture of experts (Mixtral: 4 experts, 2 per token) instead, for --dp / expert parallelism.")] = False,
 ) -> None:
     """Build the tiny random-weight Llama used by tests and the demo (offline, deterministic, ~0.7 MB)."""
     if directory.exists() and not directory.is_dir():
@@ -25,11 +26,11 @@ def tiny_model_cmd(
     from llmctl import tinymodel
 
     try:
-        path = tinymodel.build_tiny_model(directory)
+        path = tinymodel.build_tiny_model(directory, moe=moe)
     except ImportError as e:
         raise UsageError(f"building the tiny model needs torch, transformers and tokenizers ({e}); run `make setup`")
     size = sum(p.stat().st_size for p in path.iterdir() if p.is_file())
-    out.print(f"wrote a tiny Llama to {path} ({size / 1e6:.2f} MB, sha256 {tinymodel.digest(path)[:12]})", markup=False)
+    out.print(f"wrote a tiny {'mixture of experts' if moe else 'Llama'} to {path} ({size / 1e6:.2f} MB, sha256 {tinymodel.digest(path)[:12]})", markup=False)
     out.print(f"next: llmctl gen-config --model {path} --gpu cpu --yes --output-dir DIR", markup=False)
 
 

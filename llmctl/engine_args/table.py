@@ -198,6 +198,7 @@ OWNED: dict[str, str] = {
     "max_lora_rank": "--max-lora-rank",
     "hf_token": "--hf-token-env (it names the environment variable; the token never goes into files)",
     "distributed_executor_backend": "nothing: Ray Serve LLM sets it ('ray' on GPU, 'mp' on CPU)",
+    "data_parallel_size": "--dp (it writes the build_dp_openai_app application that runs the ranks)",
     "data_parallel_rank": "nothing: Ray Serve LLM's data-parallel deployment sets it per replica",
     "data_parallel_address": "nothing: Ray Serve LLM's data-parallel deployment sets it per replica",
     "data_parallel_rpc_port": "nothing: Ray Serve LLM's data-parallel deployment sets it per replica",

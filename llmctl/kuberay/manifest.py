@@ -106,11 +106,11 @@ class _Model:
 
 def _models(serve: dict, serve_path: str) -> list[_Model]:
     from llmctl.placement import replica_counts
-    from llmctl.builders import app_llm_configs
+    from llmctl.builders import llm_deployments
 
     out = []
     for i, app in enumerate(serve.get("applications") or []):
-        for slot, llm in app_llm_configs(app):
+        for _, llm, dp in llm_deployments(app):  # a DP deployment's replica is one rank: its counts are groups
             ek = llm.get("engine_kwargs") or {}
             mlc = llm.get("model_loading_config") or {}
             mid = mlc.get("model_id", "?")
@@ -125,6 +125,7 @@ def _models(serve: dict, serve_path: str) -> list[_Model]:
                                  "its GPU worker groups (gen-config --gpu L4|H100|…)")
             dc = llm.get("deployment_config") or {}
             mn, mx = replica_counts(dc)
+            mn, mx = mn * dp, mx * dp
             out.append(_Model(where, str(mid), acc, int(ek.get("tensor_parallel_size", 1)),
                               int(ek.get("pipeline_parallel_size", 1)), mn, mx,
                               isinstance(dc, dict) and dc.get("num_replicas") == "auto"))

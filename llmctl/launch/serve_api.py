@@ -33,7 +33,7 @@ logging.getLogger("httpcore").setLevel(logging.WARNING)
 
 from llmctl.errors import ClusterUnreachable, DeployFailed, LlmctlError, RequestTimeout
 from llmctl import serve_facts as sf
-from llmctl.builders import app_llm_configs, key_settings
+from llmctl.builders import app_llm_configs, key_settings, llm_deployments
 from llmctl.secrets import literal_secret
 
 APPS_PATH = "/api/serve/applications/"
@@ -281,6 +281,7 @@ class DeploymentSummary:
     running_replicas: int = 0
     autoscaling: str = ""  # Serve's autoscaling decision, e.g. "Upscaling from 1 to 2 replicas."
     rollout: str = ""  # mid-rollout: old and new replicas and the wave (see rollout_text)
+    part: str = ""  # its part of a DP / P/D app: "prefill pool", "decode pool", "DP group of N ranks" (parts_of)
 
 
 @dataclass
@@ -306,13 +307,30 @@ def model_ids_of(app: dict) -> list[str]:
     for _, llm in app_llm_configs(cfg):
         if isinstance(llm, dict):
             mid = sf.model_id_of(llm)
-            if mid:
+            if mid and str(mid) not in ids:  # a P/D app's two pools serve one model id
                 ids.append(str(mid))
     if not ids:
         for name in (app.get("deployments") or {}):
             if sf.is_llm_server(name):
                 ids.append(sf.llm_server_id(name))
     return ids
+
+
+def parts_of(app: dict) -> dict[str, str]:
+    """Deployment name -> its part of a data-parallel or prefill/decode app
+    (builders.llm_deployments names them as Ray's builders do)."""
+    out: dict[str, str] = {}
+    for name, _, dp in llm_deployments(app.get("deployed_app_config") or {}):
+        bits = []
+        if name.startswith(("Prefill:", "Decode:")):
+            bits.append(f"{name.split(':', 1)[0].lower()} pool")
+        if dp > 1:
+            running = sum(1 for r in ((app.get("deployments") or {}).get(name) or {}).get("replicas") or []
+                          if r.get("state") == "RUNNING")
+            bits.append(f"DP groups of {dp} ranks: {running // dp} whole group(s) running")
+        if bits:
+            out[name] = ", ".join(bits)
+    return out
 
 
 def http_base(status: dict, dashboard_url: str) -> str | None:
@@ -340,6 +358,7 @@ def summarize(status: dict, dashboard_url: str) -> list[AppSummary]:
     apps = []
     for name, app in sorted((status.get("applications") or {}).items()):
         deps = []
+        parts = parts_of(app)
         for dname, dep in sorted((app.get("deployments") or {}).items()):
             counts: dict[str, int] = {}
             for r in dep.get("replicas") or []:
@@ -356,6 +375,7 @@ def summarize(status: dict, dashboard_url: str) -> list[AppSummary]:
                     running_replicas=counts.get(sf.REPLICA_RUNNING, 0),
                     autoscaling=(dep.get("message") or "") if _SCALING_MESSAGE.match(dep.get("message") or "") else "",
                     rollout=rollout_text(dep, app.get("last_deployed_time_s")),
+                    part=parts.get(dname, ""),
                 )
             )
         route = app.get("route_prefix")

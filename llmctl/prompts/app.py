@@ -9,6 +9,7 @@ from llmctl import spec as S
 from llmctl.serve_facts import LOOPBACK_HOST
 from llmctl.errors import UsageError
 from llmctl.prompts.engine import check_selectors
+from llmctl.prompts.layout import pd_pools
 from llmctl.prompts.model import collect_model
 from llmctl.prompts.session import Flags, Session, ask_confirm, ask_text
 
@@ -35,6 +36,13 @@ def collect(session: Session, flags: Flags) -> S.DeploymentSpec:
             break
         n = i + 1
     check_selectors(flags, [m.profile for m in models])
+    if (flags.dp is not None or flags.pd is not None) and len(models) > 1:
+        raise UsageError(f"{'--pd' if flags.pd is not None else '--dp'}: Ray's "
+                         f"{'prefill/decode' if flags.pd is not None else 'data-parallel'} builder serves one model; "
+                         "generate one app per model")
+    pools = pd_pools(session, flags, models[0])
+    if pools is not None:
+        models = [pools[0], pools[1]]
     app_name = session.answer(
         flags.app_name, flag="--app-name", label="app name", parse=S.parse_app_name, default=S.DEFAULT_APP_NAME,
         ask=lambda: ask_text("Serve application name:", S.parse_app_name, default=S.DEFAULT_APP_NAME),
@@ -44,8 +52,9 @@ def collect(session: Session, flags: Flags) -> S.DeploymentSpec:
         default=S.DEFAULT_ROUTE_PREFIX,
         ask=lambda: ask_text("Route prefix:", S.parse_route_prefix, default=S.DEFAULT_ROUTE_PREFIX),
     )
-    ingress = sizing.ingress_autoscaling([m.max_replicas for m in models], [m.min_replicas for m in models],
-                                         [m.max_ongoing_requests or 1 for m in models])
+    serving = [m for m in models if m.role != "prefill"]  # the ingress talks to decode only (a P/D app)
+    ingress = sizing.ingress_autoscaling([m.max_replicas * m.dp for m in serving], [m.min_replicas * m.dp for m in serving],
+                                         [m.max_ongoing_requests or 1 for m in serving])
     api_key_env = _api_key_env(session, flags, models)
     spec = S.DeploymentSpec(
         app_name=app_name, route_prefix=route_prefix, models=tuple(models),

@@ -11,6 +11,7 @@ from llmctl import spec as S
 from llmctl.catalog import ModelProfile, load_catalog, resolve_model
 from llmctl.errors import UsageError
 from llmctl.hardware import GPUS, GPUType, with_node_size
+from llmctl.prompts.layout import ask_dp, auto_layout
 from llmctl.prompts.engine import ask_engine_args, profile_with_recipes
 from llmctl.prompts.scaling import ask_autoscaling
 from llmctl.prompts.session import CUSTOM, Flags, Session, ask_confirm, ask_select, ask_text, per_model
@@ -110,12 +111,16 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
     gpu: GPUType = _ask_gpu(session, flags, pm, profile)
     arch = profile.architecture
     engine = ask_engine_args(session, flags, pm, i, profile)
+    auto = auto_layout(flags, pm, profile, gpu, engine)
+    engine = ask_dp(session, flags, profile, gpu, engine, auto)
     sz = {**_sizing_kw(flags, gpu), **sizing.sizing_options(engine)}
     pp = session.answer(
         pm(flags.pps, "--pp"), flag="--pp", label="pipeline-parallel size",
-        parse=lambda v: S.parse_pp(v, arch=arch), default=1,
+        parse=lambda v: S.parse_pp(v, arch=arch), default=auto.pp if auto is not None and "data_parallel_size" not in engine else 1,
     )
-    tp, max_model_len, choice = _ask_tp_and_length(session, flags, pm, profile, gpu, pp, sz)
+    uses_layout = auto is not None and pp == auto.pp and (auto.dp == 1 or engine.get("data_parallel_size") == auto.dp)
+    tp, max_model_len, choice = _ask_tp_and_length(session, flags, pm, profile, gpu, pp, sz,
+                                                   layout_tp=auto.tp if uses_layout else None)
 
     min_r = session.answer(
         pm(flags.min_replicas, "--min-replicas"), flag="--min-replicas", label="minimum replicas",
@@ -167,6 +172,8 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
         max_model_len=max_model_len, **lora,
         hf_token_env=hf_token_env, fast_download=bool(fast), gpu_memory_utilization=flags.gpu_memory_utilization,
         choice=choice, engine_extra=engine, router=router.name if router else None, latency_goals=goals, **scaling,
+        layout_note=(f"{profile.id} does not fit one {gpu.name} node at any TP: the default layout, {auto.describe()}"
+                     if uses_layout else None),
     )
     try:
         spec.check()
@@ -176,16 +183,18 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
 
 
 def _ask_tp_and_length(session: Session, flags: Flags, pm, profile: ModelProfile, gpu: GPUType, pp: int,
-                       sz: dict[str, Any]) -> tuple[int, Optional[int], sizing.Choice]:
+                       sz: dict[str, Any], layout_tp: Optional[int] = None) -> tuple[int, Optional[int], sizing.Choice]:
     """TP, then max_model_len: what the user set (a flag, or an answer at the
-    prompt) is kept; the rest is llmctl.sizing.choose's — the one rule."""
+    prompt) is kept; the rest is llmctl.sizing.choose's — the one rule. A
+    default layout in use (``layout_tp``: the model needs more than one node)
+    fixes TP as llmctl.sizing.layouts chose it, unless the user sets one."""
     arch = profile.architecture
     tp_flag, len_flag = pm(flags.tps, "--tp"), pm(flags.max_model_lens, "--max-model-len")
-    parse_tp = lambda v: S.parse_tp(v, arch=arch, gpu=gpu, pp=pp)  # noqa: E731
+    parse_tp = lambda v: S.parse_tp(v, arch=arch, gpu=gpu, pp=pp, expert_parallel=bool(sz.get("enable_expert_parallel")))  # noqa: E731
     parse_len = lambda v: S.parse_max_model_len(v, arch=arch)  # noqa: E731
     tp_fixed = session.parse_flag(tp_flag, flag="--tp", parse=parse_tp)
     len_fixed = session.parse_flag(len_flag, flag="--max-model-len", parse=parse_len)
-    first = sizing.choose(arch, gpu, tp=tp_fixed, pp=pp, max_model_len=len_fixed, **sz)
+    first = sizing.choose(arch, gpu, tp=tp_fixed if tp_fixed is not None else layout_tp, pp=pp, max_model_len=len_fixed, **sz)
 
     def ask_tp():
         options = tp_options(profile, gpu, pp=pp, max_model_len=first.max_model_len, **sz)
@@ -196,7 +205,7 @@ def _ask_tp_and_length(session: Session, flags: Flags, pm, profile: ModelProfile
 
     asked_tp = session.asks(tp_flag, first.tp, ask_tp)
     tp = session.answer(tp_flag, flag="--tp", label="tensor-parallel size", parse=parse_tp, default=first.tp, ask=ask_tp)
-    tp_set = tp_fixed is not None or asked_tp  # a TP picked at the prompt is the user's
+    tp_set = tp_fixed is not None or asked_tp or layout_tp is not None  # a TP picked at the prompt is the user's
     after_tp = first if tp == first.tp else sizing.choose(arch, gpu, tp=tp, pp=pp, max_model_len=len_fixed, **sz)
     len_default = after_tp.max_model_len
 

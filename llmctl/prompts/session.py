@@ -60,6 +60,15 @@ class Flags:
     router: Optional[str] = None  # pow2 | prefix (llmctl.latency), for every model
     autoscale_on: Optional[str] = None  # ttft_p95=500ms (llmctl.latency), for every model
     autoscale_window: Optional[float] = None
+    # Serving patterns (llmctl.patterns): data-parallel attention + expert parallelism, prefill/decode.
+    dp: Optional[str] = None
+    enable_expert_parallel: Optional[bool] = None
+    pd: Optional[str] = None  # PREFILL:DECODE
+    kv_connector: Optional[str] = None
+    prefill_tp: Optional[str] = None
+    decode_tp: Optional[str] = None
+    prefill_args: list[str] = field(default_factory=list)  # KEY=VALUE engine arguments of the prefill pool only
+    decode_args: list[str] = field(default_factory=list)
 
 
 def per_model(values: list[str], flag: str, n: int, i: int) -> Optional[str]:

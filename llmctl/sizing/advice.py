@@ -126,6 +126,7 @@ def plan_for_gpu(
     enforce_eager: bool = False,
     enable_expert_parallel: bool = False,
     vllm_version: Optional[str] = None,
+    data_parallel_size: int = 1,
     **engine: Any,
 ) -> Optional[Plan]:
     """:func:`~llmctl.sizing.replica.plan` for a GPU type, or None when there is
@@ -142,7 +143,9 @@ def plan_for_gpu(
         gpu_memory_utilization=gpu_memory_utilization or None,
         dtype=dtype, kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager,
-        enable_expert_parallel=enable_expert_parallel, vllm_version=vllm_version, gpu_name=gpu.name, **engine,
+        enable_expert_parallel=enable_expert_parallel, vllm_version=vllm_version, gpu_name=gpu.name,
+        data_parallel_size=data_parallel_size,
+        ep_internode=enable_expert_parallel and data_parallel_size * tp * pp > gpu.gpus_per_node, **engine,
     )
 
 
@@ -288,7 +291,7 @@ def sizing_options(engine_kwargs: dict[str, Any]) -> dict[str, Any]:
     dtype, quantization (a checkpoint's own, or online fp8 / experts_int8),
     KV-cache dtype, max_num_seqs, max_num_batched_tokens,
     gpu_memory_utilization, enforce_eager, enable_expert_parallel,
-    enable_prefix_caching, language_model_only (or every modality limited to
+    data_parallel_size and all2all_backend (data-parallel attention), enable_prefix_caching, language_model_only (or every modality limited to
     0), and MTP speculative decoding's num_speculative_tokens. gen-config,
     plan and validate size a config through this one mapping."""
     from llmctl.sizing.formats import DTYPE_CHOICES, KV_CACHE_DTYPE_CHOICES
@@ -308,6 +311,12 @@ def sizing_options(engine_kwargs: dict[str, Any]) -> dict[str, Any]:
     for flag in ("enforce_eager", "enable_expert_parallel", "language_model_only"):
         if engine_kwargs.get(flag) is True:
             out[flag] = True
+    dp = engine_kwargs.get("data_parallel_size")
+    if is_int(dp) and dp > 1:
+        out["data_parallel_size"] = dp
+    backend = engine_kwargs.get("all2all_backend")
+    if isinstance(backend, str) and backend.strip():
+        out["all2all_backend"] = backend.strip()
     if isinstance(engine_kwargs.get("enable_prefix_caching"), bool):
         out["enable_prefix_caching"] = engine_kwargs["enable_prefix_caching"]
     limits = engine_kwargs.get("limit_mm_per_prompt")

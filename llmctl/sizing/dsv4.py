@@ -198,11 +198,11 @@ def layer_params(arch: ModelArch, layer: int) -> dict[str, int]:
     return p
 
 
-def _layer_bytes(arch: ModelArch, fmt: WeightFormat, tp: int, layer: int, expert_parallel: bool) -> float:
+def _layer_bytes(arch: ModelArch, fmt: WeightFormat, tp: int, layer: int, expert_parallel: bool, ep_size: int = 0) -> float:
     p = layer_params(arch, layer)
     attn, lin, plain = _scheme_bytes(fmt, "attention"), _scheme_bytes(fmt, "linear"), _scheme_bytes(fmt, "plain")
     m = arch.moe
-    share = -(-m.num_experts // tp) / m.num_experts if expert_parallel else 1 / tp
+    share = -(-m.num_experts // max(ep_size, tp)) / m.num_experts if expert_parallel else 1 / tp
     experts = p["experts"] * _scheme_bytes(fmt, "expert") * share
     if (fmt.expert_scheme or fmt.scheme) == "mxfp4":  # the MXFP4 kernels' padding, as for gpt-oss
         h, i = arch.hidden_size, (m.moe_intermediate_size or arch.intermediate_size) // (1 if expert_parallel else tp)
@@ -212,7 +212,7 @@ def _layer_bytes(arch: ModelArch, fmt: WeightFormat, tp: int, layer: int, expert
 
 
 def weight_stages(arch: ModelArch, fmt: WeightFormat, tp: int, pp: int, tokens: int,
-                  expert_parallel: bool = False) -> tuple[list[float], float]:
+                  expert_parallel: bool = False, ep_size: int = 0) -> tuple[list[float], float]:
     """(bytes per GPU of each pipeline stage, bytes of the whole model)."""
     c, h = arch.compressed, arch.hidden_size
     plain = _scheme_bytes(fmt, "plain")
@@ -220,7 +220,7 @@ def weight_stages(arch: ModelArch, fmt: WeightFormat, tp: int, pp: int, tokens: 
     stages, start = [], 0
     for s, n in enumerate(pp_partition(arch.num_hidden_layers, pp)):
         rs = c.ratios[start:start + n]
-        b = sum(_layer_bytes(arch, fmt, tp, i, expert_parallel) for i in range(start, start + n))
+        b = sum(_layer_bytes(arch, fmt, tp, i, expert_parallel, ep_size) for i in range(start, start + n))
         b += c.hc_mult * c.hc_mult * h * 4 + c.hc_mult * 4 + 4  # hc_head_{fn,base,scale}
         b += tokens * c.index_topk * 4  # topk_indices_buffer
         b += ((1 in rs) + any(r > 1 for r in rs)) * c.rope_positions * c.rope_head_dim * 4  # cos/sin caches

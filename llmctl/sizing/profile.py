@@ -142,6 +142,22 @@ def _stage_layers(arch: ModelArch, pp: int) -> list[tuple[int, int]]:
     return out
 
 
+# vLLM's all2all backends for expert parallelism (vllm/config/parallel.py ParallelConfig.all2all_backend):
+# the default all-gathers and reduce-scatters through the DP group and reserves nothing beforehand; the
+# DeepEP backends create a deep_ep.Buffer per rank of VLLM_DEEPEP_BUFFER_SIZE_MB (vllm/envs.py: 1024) for
+# NVLink and, across nodes, as much again for RDMA (high throughput; low latency's RDMA size is DeepEP's
+# get_low_latency_rdma_size_hint, taken as the same here) (distributed/device_communicators/all2all.py).
+DEFAULT_ALL2ALL_BACKEND = "allgather_reducescatter"
+DEEPEP_BUFFER_MIB = 1024
+
+
+def all2all_buffer_bytes(backend: str, internode: bool) -> int:
+    """Bytes one rank reserves outside torch for the MoE all-to-all."""
+    if not str(backend).startswith("deepep"):
+        return 0
+    return DEEPEP_BUFFER_MIB * MIB * (2 if internode else 1)
+
+
 def moe_workspace_bytes(arch: ModelArch, tokens: int, tp: int = 1, *, expert_parallel: bool = False,
                         act_bytes: int = 2) -> int:
     """The fused-MoE workspaces at ``tokens`` tokens (TritonExperts.workspace_shapes:
@@ -157,7 +173,7 @@ def moe_workspace_bytes(arch: ModelArch, tokens: int, tp: int = 1, *, expert_par
 
 
 def _activation(arch, v: VllmVersion, traits: GPUTraits, fmt: WeightFormat, *, tp, stage, pp, dense, moe,
-                T, S, expert_parallel, act_bytes) -> int:
+                T, S, expert_parallel, act_bytes, dp: int = 1, naive_dispatch: bool = True) -> int:
     """Peak of GPUModelRunner.profile_run on one GPU of stage ``stage``
     (docs/vllm-memory-profile.md §2): a forward pass over T dummy tokens,
     then — on the last stage only — the dummy sampler run over R = min(S, T)
@@ -182,12 +198,19 @@ def _activation(arch, v: VllmVersion, traits: GPUTraits, fmt: WeightFormat, *, t
         piece = max(piece, 3 * -(-dense_inter // tp))
     hc = arch.compressed.hc_mult if arch.compressed is not None else 1  # DeepSeek V4: hc_mult residual streams
     forward = a * T * (2 * h * hc + piece)
+    # Data-parallel attention with the default all2all backend (allgather_reducescatter): every MoE layer
+    # all-gathers the hidden states of all DP ranks before its experts run and reduce-scatters after
+    # (fused_moe/runner/moe_runner.py do_naive_dispatch_combine; device_communicators/all2all.py
+    # AgRsAll2AllManager), and the profile run gives every rank T tokens: the experts see DP x T tokens.
+    Tm = T * dp if (moe and dp > 1 and naive_dispatch) else T
+    if Tm > T:
+        forward += a * (Tm - T) * h  # the gathered hidden states beside this rank's own
     if moe and (fmt.expert_scheme or fmt.scheme) != "mxfp4":  # gpt-oss's MXFP4 experts show no workspace in the 0.19 logs
         if moe_workspace_persistent(v):
-            persistent += moe_workspace_bytes(arch, T, tp, expert_parallel=expert_parallel, act_bytes=a)
+            persistent += moe_workspace_bytes(arch, Tm, tp, expert_parallel=expert_parallel, act_bytes=a)
         else:  # ≤ 0.13: fused_experts_impl, per call: cache13 + cache2 over min(T, 32768) tokens
             i_rank = expert_width_per_rank(arch, tp, expert_parallel)
-            forward += a * min(T, 32768) * arch.moe.num_experts_per_tok * (max(2 * i_rank, h) + i_rank)
+            forward += a * min(Tm, 32768) * arch.moe.num_experts_per_tok * (max(2 * i_rank, h) + i_rank)
     if stage > 0:  # make_empty_intermediate_tensors: hidden_states + residual of T tokens (V4: T × hc_mult × h)
         persistent += (hc if hc > 1 else 2) * T * h * a
     sampler = a * T * h  # the forward's output stays alive
@@ -260,9 +283,16 @@ def overheads(
     enforce_eager: bool = False,
     expert_parallel: bool = False,
     count_cuda_graphs: Optional[bool] = None,
+    dp: int = 1,
+    all2all_backend: Optional[str] = None,
+    internode: bool = False,
 ) -> Overheads:
     """Activation, non-torch and CUDA-graph bytes per GPU of each pipeline
-    stage, as the given vLLM version subtracts them before sizing the KV cache."""
+    stage, as the given vLLM version subtracts them before sizing the KV cache.
+    ``dp``: data-parallel attention ranks (the MoE layers see DP x T tokens
+    with the default all2all backend); ``all2all_backend``: vLLM's
+    ``all2all_backend`` (:func:`all2all_buffer_bytes`); ``internode``: the EP
+    group spans nodes."""
     v = vllm_version or default_vllm_version()
     traits = gpu_traits(gpu_name, gpu_memory_bytes)
     dT, dS = batch_defaults(v, gpu_memory_bytes, traits.name)
@@ -271,6 +301,13 @@ def overheads(
     act_bytes = 4 if fmt.dtype_bytes == 4 else 2
     why: list[tuple[str, str]] = []
     nt = int(NON_TORCH_BASE_GIB * GIB) + _comm(traits, v, tp, pp, arch.hidden_size, T, why)
+    backend = all2all_backend or DEFAULT_ALL2ALL_BACKEND
+    if arch.moe is not None and dp > 1:
+        a2a = all2all_buffer_bytes(backend, internode)
+        if a2a:
+            nt += a2a
+            why.append(("all2all", f"all2all backend {backend}: DeepEP's buffers taken as VLLM_DEEPEP_BUFFER_SIZE_MB "
+                                   f"({DEEPEP_BUFFER_MIB} MiB) per rank{' for NVLink and again for RDMA' if internode else ''}"))
     if v.release < (0, 9, 2):
         why.append(("version", f"vLLM {v.label} counts everything on the device outside torch (CUDA context, other processes)"))
     graphs = count_cuda_graphs if count_cuda_graphs is not None else cuda_graphs_subtracted(v)
@@ -278,7 +315,8 @@ def overheads(
     stages = tuple(
         Stage(
             _activation(arch, v, traits, fmt, tp=tp, stage=s, pp=pp, dense=dense, moe=moe, T=T, S=S,
-                        expert_parallel=expert_parallel, act_bytes=act_bytes),
+                        expert_parallel=expert_parallel, act_bytes=act_bytes, dp=dp,
+                        naive_dispatch=backend == DEFAULT_ALL2ALL_BACKEND),
             nt, cg,
         )
         for s, (dense, moe) in enumerate(_stage_layers(arch, pp))

@@ -103,6 +103,8 @@ class Plan:
     kv_block_size: int = 16  # tokens per attention block (raised for hybrid linear-attention models)
     kv_groups: int = 1  # KV cache groups vLLM builds
     may_not_start: bool = False  # tight only through the band of an approximate estimate: the central figure does not start
+    dp: int = 1  # data-parallel attention ranks: every figure above is one rank's (TP x PP GPUs, its own KV cache)
+    ep_size: int = 1  # ranks the routed experts are dealt over (DP x TP with expert parallelism, else 1)
 
     @property
     def fits(self) -> bool:
@@ -139,6 +141,9 @@ def plan(
     executor: str = "ray",
     language_model_only: bool = False,
     num_speculative_tokens: int = 0,
+    data_parallel_size: int = 1,
+    all2all_backend: Optional[str] = None,
+    ep_internode: bool = False,
 ) -> Plan:
     """Memory plan of one replica (TP × PP GPUs of ``gpu_memory_bytes`` each).
 
@@ -160,6 +165,11 @@ def plan(
     tower is neither loaded nor profiled.  ``num_speculative_tokens`` of
     MTP speculative decoding: the model's MTP layers are loaded and cached,
     and linear-attention state grows by one block per speculative token.
+    ``data_parallel_size``: data-parallel attention (vLLM's DP with Ray
+    Serve LLM's build_dp_openai_app): the plan is one DP rank's — its TP x PP
+    GPUs, its own KV cache — with the routed experts dealt over DP x TP ranks
+    when ``enable_expert_parallel``, and the MoE layers' all-to-all as
+    ``all2all_backend`` does it (``ep_internode``: the EP group spans nodes).
     The verdict is "does_not_fit" when the TP
     size is invalid for the model, the weights and overheads exceed the budget,
     or one max_model_len request does not fit in the KV cache (vLLM refuses to
@@ -173,7 +183,9 @@ def plan(
     version, gpu_memory_utilization, max_model_len = _checked_inputs(
         arch, tp, pp, gpu_memory_bytes, vllm_version, gpu_memory_utilization, max_model_len,
         max_num_batched_tokens, max_num_seqs)
-    ep = bool(enable_expert_parallel) and arch.moe is not None and tp > 1
+    dp = max(int(data_parallel_size or 1), 1)
+    ep_size = tp * dp if (enable_expert_parallel and arch.moe is not None) else 1
+    ep = ep_size > 1
     problem = tp_problem(arch, tp, ep)
     fmt = weight_format(arch, dtype, quantization)
     warnings, approx = _notes(arch, fmt, tp, problem, max_model_len, gpu_name, gpu_memory_bytes, version)
@@ -183,11 +195,12 @@ def plan(
     oh = overheads(
         arch, fmt, gpu_memory_bytes=gpu_memory_bytes, gpu_name=gpu_name, tp=tp, pp=pp, vllm_version=version,
         max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, enforce_eager=enforce_eager,
-        expert_parallel=ep, count_cuda_graphs=count_cuda_graphs,
+        expert_parallel=ep, count_cuda_graphs=count_cuda_graphs, dp=dp, all2all_backend=all2all_backend,
+        internode=ep_internode,
     )
     mnbt = oh.max_num_batched_tokens
     wb = weight_bytes(arch, tp=tp, pp=pp, dtype=dtype, weights_total_bytes=weights_total_bytes, expert_parallel=ep,
-                      quantization=quantization, max_num_batched_tokens=mnbt, mtp=bool(spec))
+                      quantization=quantization, max_num_batched_tokens=mnbt, mtp=bool(spec), ep_size=ep_size)
     approx.extend(oh.approximate)
     budget = gpu_memory_bytes * gpu_memory_utilization
     stage_kv = [budget - w - o.total for w, o in zip(wb.per_stage, oh.stages)]
@@ -224,7 +237,7 @@ def plan(
         verdict=verdict, reason=reason, warnings=tuple(warnings), approximate=bool(approx), max_num_batched_tokens=mnbt,
         vllm_version=version.label, max_num_seqs=oh.max_num_seqs, margin=margin, approximate_reasons=reasons,
         approximate_kinds=kinds, executor=executor, kv_block_size=cap.block_size, kv_groups=cap.groups,
-        may_not_start=verdict == "tight" and "may not start" in reason,
+        may_not_start=verdict == "tight" and "may not start" in reason, dp=dp, ep_size=ep_size,
     )
 
 

@@ -41,11 +41,14 @@ def expert_width_per_rank(arch: ModelArch, tp: int, expert_parallel: bool = Fals
 
 
 def _layer_bytes(layer: _Layer, arch: ModelArch, fmt: WeightFormat, tp: int,
-                 expert_parallel: bool = False) -> tuple[float, float]:
+                 expert_parallel: bool = False, ep_size: int = 0) -> tuple[float, float]:
     """(bytes per GPU, of which replicated) for one layer at TP.  With expert
     parallelism the routed experts are dealt out whole over the TP ranks
     (fused_moe/layer.py determine_expert_map: E // ep each, the first E % ep
-    ranks one more — the most loaded rank is counted)."""
+    ranks one more — the most loaded rank is counted). ``ep_size``: the
+    ranks the experts are dealt over when that is not TP: with data-parallel
+    attention the EP group is every rank of every DP rank, DP x TP
+    (vllm/config/parallel.py: the EP group spans DP x PCP x TP)."""
     attn = _scheme_bytes(fmt, "attention")
     lin = _scheme_bytes(fmt, "linear")
     exp = _scheme_bytes(fmt, "expert")
@@ -56,9 +59,10 @@ def _layer_bytes(layer: _Layer, arch: ModelArch, fmt: WeightFormat, tp: int,
     # k/v: each rank holds max(1, kv_heads / tp) heads (replicated when tp > kv heads)
     kv_frac = max(1, kvh // tp) / kvh if arch.mla is None else 0
     replicated = layer.attn_replicated * attn + layer.router * plain + layer.norms * plain + layer.extra_replicated * lin
-    ep = expert_parallel and tp > 1 and arch.moe is not None
+    ranks = max(ep_size, tp)
+    ep = expert_parallel and ranks > 1 and arch.moe is not None
     if ep:
-        share = -(-arch.moe.num_experts // tp) / arch.moe.num_experts
+        share = -(-arch.moe.num_experts // ranks) / arch.moe.num_experts
     else:
         share = 1 / tp
     experts = layer.experts * exp * share
@@ -84,6 +88,7 @@ def weight_bytes(
     quantization: Optional[str] = None,
     max_num_batched_tokens: Optional[int] = None,
     mtp: bool = False,
+    ep_size: int = 0,
 ) -> WeightBytes:
     """Weight bytes of the model and per GPU at TP × PP.
 
@@ -103,13 +108,14 @@ def weight_bytes(
     inputs, Qwen3-VL deepstack: T × width × 2 B on the first stage).
     ``mtp``: MTP speculative decoding loads the model's next-token layers
     (one decoder layer each, plus its input projection and norms) on the
-    last stage.
+    last stage.  ``ep_size``: with ``expert_parallel``, the ranks the
+    experts are dealt over (DP x TP with data-parallel attention; default TP).
     """
     _check_positive("tp", tp)
     _check_positive("pp", pp)
     fmt = weight_format(arch, dtype, quantization)
     if arch.compressed is not None:
-        return _dsv4(arch, fmt, tp, pp, max_num_batched_tokens or 8192, expert_parallel, weights_total_bytes)
+        return _dsv4(arch, fmt, tp, pp, max_num_batched_tokens or 8192, expert_parallel, weights_total_bytes, ep_size)
     pc = count_parameters(arch)
     layers = _layers(arch)
     plain = _scheme_bytes(fmt, "plain")
@@ -130,7 +136,7 @@ def weight_bytes(
         b = 0.0
         rep = 0.0
         for layer in layers[start:start + n]:
-            lb, lr = _layer_bytes(layer, arch, fmt, tp, expert_parallel)
+            lb, lr = _layer_bytes(layer, arch, fmt, tp, expert_parallel, ep_size)
             b += lb
             rep += lr
         start += n
@@ -144,7 +150,7 @@ def weight_bytes(
             rep += arch.hidden_size * plain
             if mtp and arch.num_nextn_predict_layers:
                 h = arch.hidden_size
-                last, last_rep = _layer_bytes(layers[-1], arch, fmt, tp, expert_parallel)
+                last, last_rep = _layer_bytes(layers[-1], arch, fmt, tp, expert_parallel, ep_size)
                 b += arch.num_nextn_predict_layers * (last + 2 * h * h / tp * _scheme_bytes(fmt, "linear") + 3 * h * plain)
                 rep += arch.num_nextn_predict_layers * last_rep
         per_stage.append(b)
@@ -179,11 +185,11 @@ def weight_bytes(
 
 
 def _dsv4(arch: ModelArch, fmt: WeightFormat, tp: int, pp: int, tokens: int, ep: bool,
-          total_bytes: Optional[int]) -> WeightBytes:
+          total_bytes: Optional[int], ep_size: int = 0) -> WeightBytes:
     """DeepSeek V4 (:mod:`llmctl.sizing.dsv4`); a safetensors total scales it as above."""
     import llmctl.sizing.dsv4 as dsv4
 
-    stages, total = dsv4.weight_stages(arch, fmt, tp, pp, tokens, expert_parallel=ep)
+    stages, total = dsv4.weight_stages(arch, fmt, tp, pp, tokens, expert_parallel=ep, ep_size=ep_size)
     if total_bytes:
         stages, total = [b * total_bytes / total for b in stages], float(total_bytes)
     worst = max(range(pp), key=lambda i: stages[i])

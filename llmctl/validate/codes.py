@@ -66,6 +66,20 @@ CODES: dict[str, Code] = {c.code: c for c in [
     _c("duplicate-model-id", "error", "Two LLMConfigs of one app share a model_id; Ray's router refuses it.", "Give each model its own model_id."),
     _c("pd-mismatch", "error", "Prefill and decode configs of a disaggregated app disagree where Ray requires them to match "
        "(model id, LoRA settings).", "Make them match as the message says."),
+    _c("pd-connector", "error", "A prefill/decode app's KV transfer settings are missing or disagree: Ray refuses an app "
+       "without engine_kwargs.kv_transfer_config on both pools, vLLM refuses an unknown kv_role, and the pools can only hand "
+       "the KV cache over through the same connector with prefill producing and decode consuming.",
+       "Give both pools the same kv_transfer_config (kv_connector: NixlConnector, kv_role: kv_both), as gen-config --pd writes."),
+    _c("pd-kv-layout", "warning", "The two pools of a prefill/decode app keep their KV cache in different layouts "
+       "(kv_cache_dtype, block_size, dtype or quantization differ): the decode pool cannot use the blocks it pulls.",
+       "Give both pools the same KV-cache settings."),
+    _c("dp-builder", "depends", "data_parallel_size and the builder disagree: an error for data_parallel_size > 1 under "
+       "build_openai_app (its replica reserves one engine's GPUs) or a value Ray's DPServer refuses; a warning for "
+       "build_dp_openai_app without data_parallel_size > 1 (a group of one rank).",
+       "Use ray.serve.llm:build_dp_openai_app with data_parallel_size >= 2 (gen-config --dp N writes it)."),
+    _c("dp-layout", "depends", "Data-parallel attention or expert parallelism that does not suit the model (a warning: "
+       "enable_expert_parallel without MoE layers, DP on a dense model), or a note with the GPUs one DP group takes.",
+       "Use DP + expert parallelism for MoE models and replicas for dense ones."),
     _c("relative-path", "note", "A relative llm_configs path, resolved as Ray resolves it.", "Prefer absolute paths or inline "
        "LLMConfigs (llmctl up inlines them)."),
     _c("k8s-file-path", "depends", "A serveConfigV2 names a model config file: an error when no ConfigMap in the manifest is "

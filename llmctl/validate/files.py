@@ -21,7 +21,7 @@ from llmctl.vllm_version import VllmVersion, reference_vllm
 
 def _check_doc(doc: _Doc, results: list[Diagnostic], base_dir: Path, *, kind: Optional[str], local_node: bool,
                check_model_file, model_file_exists, working_dir: Optional[Path] = None,
-               vllm: Optional[VllmVersion] = None, debug: bool = False) -> Optional[str]:
+               vllm: Optional[VllmVersion] = None, debug: bool = False, load_model_file=None) -> Optional[str]:
     """Every check of one parsed document (serve or model config). No check
     raises unless ``debug``: a failure inside one is a ``check-failed`` error
     that makes the result incomplete (``_Sink.guard``)."""
@@ -33,7 +33,7 @@ def _check_doc(doc: _Doc, results: list[Diagnostic], base_dir: Path, *, kind: Op
     elif is_serve:
         with sink.guard("serve config"):
             check_serve_config(doc, sink, base_dir, check_model_file, model_file_exists, local_node=local_node,
-                               working_dir=working_dir, vllm=vllm)
+                               working_dir=working_dir, vllm=vllm, load_model_file=load_model_file)
     elif "model_loading_config" in doc.data or kind == "model":
         with sink.guard("model config"):
             model_id = check_llm_config(doc.data, sink, base_dir=base_dir, local_node=local_node, vllm=vllm)
@@ -170,7 +170,8 @@ def validate_rendered(docs: Iterable[tuple[str, str, str]], vllm_version: VllmVe
         if kind == "serve":
             _check_doc(_Doc(path, text), results, Path(path).parent, kind=None, local_node=True,
                        check_model_file=lambda target: ids.get(str(target)),
-                       model_file_exists=lambda target: str(target) in rendered, vllm=vllm, debug=debug)
+                       model_file_exists=lambda target: str(target) in rendered, vllm=vllm, debug=debug,
+                       load_model_file=lambda target: yaml.safe_load(rendered[str(target)]) if str(target) in rendered else None)
     return Verdict(_unique(results))
 
 

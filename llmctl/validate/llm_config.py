@@ -22,6 +22,7 @@ from llmctl.scalars import is_int
 from llmctl.sources import is_cloud_uri, looks_local_path, path_probe
 from llmctl.validate.deployment import ScalingHint, check_deployment_config, clean_msg, policy_function, without_policy_function
 from llmctl.validate.documents import _Sink
+from llmctl.validate.patterns import check_dp_layout
 from llmctl.validate.reference import _suggest, ray_accelerator_types
 from llmctl.validate.secrets import check_model_placeholders
 from llmctl.vllm_version import VllmVersion
@@ -281,6 +282,7 @@ def _check_model_rules(source, base_dir: Path, gpu, cpu_only: bool, ek: dict, tp
         problem = tp_problem(arch, tp, pp, node, ek.get("enable_expert_parallel") is True)
         if problem:
             sink.add(("engine_kwargs", "tensor_parallel_size"), problem, code="tp")
+    check_dp_layout(arch, gpu, ek, tp, pp, sink)
     if mml is not None and not os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN"):
         problem = context_problem(arch, mml)
         if problem:

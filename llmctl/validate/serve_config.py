@@ -14,6 +14,7 @@ from llmctl import builders
 from llmctl.validate.llm_config import _clean_msg, check_llm_config
 from llmctl.vllm_version import VllmVersion
 from llmctl.validate.reference import _suggest
+from llmctl.validate.patterns import check_dp_builder, check_pd_connector
 
 # Checks a model config file a serve config names (by its resolved path):
 # adds its diagnostics wherever they belong and returns its model_id (None if
@@ -34,7 +35,10 @@ def config_file_path(entry: str, working_dir: Path) -> Path:
 
 def check_serve_config(doc: _Doc, sink: _Sink, base_dir: Path, check_model_file: ModelFileCheck,
                        model_file_exists: ModelFileExists, *, local_node: bool = True,
-                       working_dir: Optional[Path] = None, vllm: Optional[VllmVersion] = None) -> None:
+                       working_dir: Optional[Path] = None, vllm: Optional[VllmVersion] = None,
+                       load_model_file: Optional[Callable[[Path], Any]] = None) -> None:
+    """``load_model_file``: a model config file's data by its resolved path
+    (default: read from disk; the documents about to be written otherwise)."""
     data = doc.data
     apps = data.get("applications")
     if not isinstance(apps, list) or not apps:
@@ -57,7 +61,7 @@ def check_serve_config(doc: _Doc, sink: _Sink, base_dir: Path, check_model_file:
             if resolved.builder is not None:
                 with sink.guard(f"application {i + 1}", ("applications", i)):
                     _check_llm_app(doc, app, i, resolved.builder, sink, base_dir, check_model_file, model_file_exists,
-                                   local_node, working_dir or Path.cwd(), vllm)
+                                   local_node, working_dir or Path.cwd(), vllm, load_model_file or _load)
             elif isinstance(app.get("import_path"), str):
                 with sink.guard(f"application {i + 1}", ("applications", i)):
                     _check_custom_app(app, i, sink, base_dir, local_node, vllm)
@@ -85,7 +89,7 @@ def _check_custom_app(app: dict, i: int, sink: _Sink, base_dir: Path, local_node
 
 def _check_llm_app(doc: _Doc, app: dict, i: int, builder: builders.Builder, sink: _Sink, base_dir: Path,
                    check_model_file: ModelFileCheck, model_file_exists: ModelFileExists, local_node: bool,
-                   working_dir: Path, vllm: Optional[VllmVersion] = None) -> None:
+                   working_dir: Path, vllm: Optional[VllmVersion] = None, load: Callable[[Path], Any] = None) -> None:
     args = app.get("args")
     loc = ("applications", i, "args")
     if not isinstance(args, dict):
@@ -133,7 +137,7 @@ def _check_llm_app(doc: _Doc, app: dict, i: int, builder: builders.Builder, sink
                                "built in", "note", code="relative-path")
             model_id = check_model_file(target)
             where = str(target)
-            data = _load(target)
+            data = (load or _load)(target)
         elif isinstance(entry, dict):
             inner = sink.child(doc, eloc)
             model_id = check_llm_config(entry, inner, base_dir=base_dir, local_node=local_node, vllm=vllm)
@@ -151,6 +155,7 @@ def _check_llm_app(doc: _Doc, app: dict, i: int, builder: builders.Builder, sink
                 ids[model_id] = where
     if builder.kind == "pd" and len(seen) == 2:
         _check_pd(seen, sink)
+    check_dp_builder(builder, seen, sink)
 
 
 def _missing_file(entry: str, target: Path, working_dir: Path, doc: _Doc) -> str:
@@ -177,6 +182,7 @@ def _load(target: Path) -> Any:
 def _check_pd(seen: list, sink: _Sink) -> None:
     """PDServingArgs' own rules (serving_patterns/prefill_decode/builder.py)."""
     (ploc, pid, pdata), (dloc, did, ddata) = seen
+    check_pd_connector(ploc, pdata, dloc, ddata, sink)
     if pid is not None and did is not None and pid != did:
         sink.add(dloc, f"model id '{did}' differs from prefill_config's '{pid}'; prefill and decode must serve the same model id "
                        "(Ray: \"P/D model id mismatch\")", code="pd-mismatch")
