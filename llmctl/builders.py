@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
 from llmctl.sources import path_probe
-from llmctl.serve_facts import DEFAULT_INGRESS, LLM_SERVER, llm_deployment_name
+from llmctl.serve_facts import DEFAULT_INGRESS, LLM_SERVER, llm_deployment_name, model_id_of
 
 
 @dataclass(frozen=True)
@@ -286,7 +286,7 @@ def llm_deployments(app: Any) -> Iterator[tuple[str, dict, int]]:
     for slot, llm in llm_config_slots(builder, app.get("args")):
         if not isinstance(llm, dict):
             continue
-        base = llm_deployment_name((llm.get("model_loading_config") or {}).get("model_id", "?")).split(":", 1)[1]
+        base = llm_deployment_name(model_id_of(llm) or "?").split(":", 1)[1]
         if builder.kind == "pd":
             prefix = "Prefill:" if slot[-1] == "prefill_config" else "Decode:"
         elif builder.kind == "dp":

@@ -326,7 +326,7 @@ def parts_of(app: dict) -> dict[str, str]:
             bits.append(f"{name.split(':', 1)[0].lower()} pool")
         if dp > 1:
             running = sum(1 for r in ((app.get("deployments") or {}).get(name) or {}).get("replicas") or []
-                          if r.get("state") == "RUNNING")
+                          if r.get("state") == sf.REPLICA_RUNNING)
             bits.append(f"DP groups of {dp} ranks: {running // dp} whole group(s) running")
         if bits:
             out[name] = ", ".join(bits)

@@ -75,7 +75,7 @@ def _group_note(data: dict, ek: dict, dp: int, here: tuple, sink: _Sink) -> None
     from llmctl.hardware import by_ray_type
 
     acc = data.get("accelerator_type")
-    gpu = by_ray_type("A10G" if acc == "A10" else acc) if isinstance(acc, str) else None
+    gpu = by_ray_type(acc) if isinstance(acc, str) else None  # by_ray_type reads "A10" as Ray does (A10G)
     tp, pp = (ek.get(k, 1) if is_int(ek.get(k, 1)) and ek.get(k, 1) > 0 else 1
               for k in ("tensor_parallel_size", "pipeline_parallel_size"))
     gpus = dp * tp * pp
