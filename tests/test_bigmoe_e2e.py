@@ -24,7 +24,7 @@ import pytest
 
 from helpers import llmctl, serve_file
 
-pytestmark = [pytest.mark.cluster, pytest.mark.engine]
+pytestmark = [pytest.mark.cluster, pytest.mark.engine, pytest.mark.long]  # make test-long: two apps of gang-scheduled or paired engines
 
 # the engine's own words when the CPU build reaches the MoE all-gather (see the module doc)
 CPU_DP_ERROR = ("base_device_communicator.py", "in all_gatherv", "NotImplementedError")
