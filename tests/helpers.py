@@ -54,6 +54,17 @@ def llmctl(*args, timeout: float | None = None, env: dict | None = None, unset: 
     return Result(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
 
 
+def wait_for(cond, what: str, timeout: float, interval: float = 2.0) -> float:
+    """Seconds until ``cond()`` holds, polled every ``interval`` s (llmctl.poll);
+    an AssertionError naming ``what`` after ``timeout`` s."""
+    from llmctl.poll import poll_iter
+
+    for elapsed in poll_iter(timeout, interval):
+        if cond():
+            return elapsed
+    raise AssertionError(f"{what}: not within {timeout:.0f}s")
+
+
 def run_cli(capsys, *args: str) -> Result:
     """Run llmctl in-process through its real entry point (main), stdin not a TTY."""
     from llmctl.cli import main

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import llmctl
+from helpers import llmctl, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.engine, pytest.mark.long]  # make test-long: about an hour of engines and load here
 
@@ -120,12 +120,7 @@ def _rest_replicas(dashboard: str) -> tuple[int, int | None]:
 
 
 def _wait(cond, what: str, timeout: float) -> float:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if cond():
-            return time.monotonic() - t0
-        time.sleep(3)
-    raise AssertionError(f"{what}: not within {timeout:.0f}s")
+    return wait_for(cond, what, timeout, interval=3)
 
 
 def _timeline(data: dict) -> list[dict]:

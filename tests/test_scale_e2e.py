@@ -36,7 +36,7 @@ import yaml
 from conftest import DAY2_APP as APP, DAY2_MODEL as MODEL, DAY2_ROUTE, TEST_API_KEY
 from helpers import Proc
 from llmctl.launch.serve_api import summarize
-from helpers import llmctl
+from helpers import llmctl, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.engine]
 
@@ -66,12 +66,7 @@ def _rest_replicas(dashboard: str) -> tuple[int, int | None]:
 
 
 def _wait(cond, what: str, timeout: float) -> float:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if cond():
-            return time.monotonic() - t0
-        time.sleep(2)
-    raise AssertionError(f"{what}: not within {timeout:.0f}s")
+    return wait_for(cond, what, timeout)
 
 
 def _serve(dashboard: str) -> dict:
