@@ -107,12 +107,14 @@ class TwoHosts:
         return env
 
     def _start(self, role: str, args: list[str], env: dict | None, ok, what: str, timeout: float = 120) -> None:
-        """``ray start`` in the role's namespace, until ``ok()``. Tried once more,
-        waiting twice as long, when it exits or is not ready in time: on a busy
+        """``ray start`` in the role's namespace, until ``ok()``. Tried up to three
+        times, each waiting longer, when it exits or is not ready in time: on a busy
         machine the raylet can miss Ray's fixed 30 s registration window ("The
-        current node timed out during startup"), as llmctl's own head start does."""
+        current node timed out during startup", ray/_private/node.py), as llmctl's
+        own head start can; a fresh-clone CI run missed it twice in a row beside the
+        head lane's loads."""
         ray = str(Path(sys.executable).parent / "ray")
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             log = open(self.tmp / f"{role}.log", "w")
             temp = self.tmp / f"{role[0]}{attempt}"
             temp.mkdir()
@@ -123,7 +125,7 @@ class TwoHosts:
             try:
                 return self._wait(ok, what, timeout * attempt)
             except (RuntimeError, TimeoutError):
-                if attempt == 2:
+                if attempt == 3:
                     raise
                 self._kill_session(self.procs.pop(role))
 

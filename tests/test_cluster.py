@@ -443,11 +443,12 @@ def test_a_head_that_fails_to_start_is_retried_once_with_twice_the_wait(llmctl_h
     busy machine it can miss it and ``ray start`` exits. The start is tried once
     more, waiting twice as long. Stand-ins for ``ray start``: the first exits
     with Ray's message, the second answers the dashboard's route only after
-    1.5 s, longer than the 1 s given (so only the doubled wait catches it)."""
+    6 s, longer than the 5 s given (so only the doubled wait, 10 s, catches it;
+    4 s to spare for a Python start on a busy machine)."""
     import sys
 
     server = (
-        "import http.server, sys, time; time.sleep(1.5)\n"
+        "import http.server, sys, time; time.sleep(6)\n"
         "class H(http.server.BaseHTTPRequestHandler):\n"
         "    def do_GET(self):\n"
         "        self.send_response(200); self.end_headers(); self.wfile.write(b'{}')\n"
@@ -463,7 +464,7 @@ def test_a_head_that_fails_to_start_is_retried_once_with_twice_the_wait(llmctl_h
         return cmd
 
     monkeypatch.setattr(cluster, "_head_command", fake)
-    state = cluster.start_head(num_cpus=1, timeout=1)
+    state = cluster.start_head(num_cpus=1, timeout=5)
     try:
         assert len(commands) == 2 and cluster.load_state().pid == state.pid
     finally:
