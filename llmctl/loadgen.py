@@ -160,7 +160,7 @@ class BenchResult:
             **({"prefix_cache": self.prefix_cache} if self.prefix_cache is not None else {}),
             **({"routing": self.routing} if self.routing else {}),
             **({"prefix_pool": {"count": self.settings.prefixes, "tokens": self.settings.prefix_tokens,
-                                "requests_per_prefix": _per_prefix(self.results)}} if self.settings.prefixes else {}),
+                                "requests_per_prefix": _per_prefix(self.results)}} if getattr(self.settings, "prefixes", None) else {}),
         }
 
     @classmethod
