@@ -10,6 +10,7 @@ with the reason (:class:`NoNamespaces`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -199,3 +200,23 @@ class TwoHosts:
             else:
                 subprocess.run(["ip", "link", "del", name], capture_output=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def two_hosts(head: dict, worker: dict, ray_token: str | None = None):
+    """A :class:`TwoHosts` started with ``head`` (``start_head``'s keywords) and
+    ``worker`` (``start_worker``'s), torn down on exit; the test skips, saying
+    why, where network namespaces cannot be made."""
+    import pytest
+
+    h = TwoHosts(ray_token=ray_token)
+    try:
+        try:
+            h.create()
+        except NoNamespaces as e:
+            pytest.skip(f"no network namespaces here: {e}")
+        h.start_head(**head)
+        h.start_worker(**worker)
+        yield h
+    finally:
+        h.destroy()

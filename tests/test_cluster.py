@@ -498,7 +498,9 @@ def test_two_ups_at_once_start_one_head_and_down_stops_it(tiny_model, tmp_path, 
     terminals, a CI job beside a user): one starts the head, the other waits
     for the start lock and deploys to that head; both succeed, one head, one
     token file and one app exist, and `down --cluster` leaves no process
-    behind (the engine's start is not waited for: it is not what is tested). The
+    behind. The app scales from zero (``--min-replicas 0``): what is tested is
+    who starts the head and where both deploy, so no vLLM engine starts (two
+    engine starts killed half-way cost the lane about a core-minute). The
     history survives the head: after `down --cluster` and `up` (a new port
     block), `history` still lists the deployment."""
     import subprocess
@@ -506,11 +508,11 @@ def test_two_ups_at_once_start_one_head_and_down_stops_it(tiny_model, tmp_path, 
 
     from helpers import llmctl
 
-    r = llmctl("gen-config", "--model", tiny_model, "--model-id", "tiny-twice", "--gpu", "cpu", "--min-replicas", "1",
+    r = llmctl("gen-config", "--model", tiny_model, "--model-id", "tiny-twice", "--gpu", "cpu", "--min-replicas", "0",
                "--max-replicas", "1", "--yes", "-o", tmp_path)
     assert r.code == 0, r.err
     serve = next(tmp_path.glob("serve_*.yaml"))
-    # --no-wait: what is tested is who starts the head and where both deploy, not the engine's start
+    # --no-wait: what is tested is who starts the head and where both deploy
     ups = [subprocess.Popen([sys.executable, "-m", "llmctl", "up", str(serve), "--no-wait"], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     try:
