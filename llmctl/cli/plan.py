@@ -28,11 +28,11 @@ def plan_cmd(
     pp: Annotated[str, typer.Option("--pp", metavar="N", help="Pipeline-parallel size.")] = "1",
     max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", metavar="TOKENS", help="Context length in tokens: 16384, or 16K = 16,384 (16k = 16,000, as vLLM reads it); default: llmctl's choice (the model's context, capped at 32,768, or the most that fits).")] = None,
     gpu_memory_utilization: Annotated[Optional[float], typer.Option("--gpu-memory-utilization", metavar="FRACTION", help="vLLM's gpu_memory_utilization (default: that vLLM's, 0.92 from 0.20, 0.9 before).")] = None,
-    dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="Weight dtype: auto (checkpoint), bfloat16, float16, float32, fp8, int8, int4/awq/gptq.")] = "auto",
+    dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="vLLM dtype: auto, half, float16, bfloat16, float, float32 (a quantization goes to --quantization).")] = "auto",
     kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype", metavar="DTYPE", help="KV cache dtype: auto or fp8.")] = "auto",
     min_concurrency: Annotated[Optional[float], typer.Option("--min-concurrency", metavar="N", help="Advise only TP sizes holding at least this many concurrent full-length requests.")] = None,
     vllm_version: Annotated[Optional[str], typer.Option("--vllm-version", metavar="X.Y.Z", help="The vLLM whose start-up memory profile to model (default: the one the installed Ray pins).")] = None,
-    quantization: Annotated[Optional[str], typer.Option("--quantization", metavar="METHOD", help="vLLM's --quantization: online fp8 or experts_int8 on an unquantized checkpoint (a quantized checkpoint's own quantization_config is read from it).")] = None,
+    quantization: Annotated[Optional[str], typer.Option("--quantization", metavar="METHOD", help="vLLM quantization method (awq, gptq, fp8, …); default: what the checkpoint says. On an unquantized checkpoint, fp8 or experts_int8 (vLLM quantizes it as it loads).")] = None,
     enforce_eager: Annotated[bool, typer.Option("--enforce-eager", help="vLLM's --enforce-eager: no CUDA graphs, so their memory is not taken from the KV cache.")] = False,
     enable_expert_parallel: Annotated[bool, typer.Option("--enable-expert-parallel", help="vLLM's --enable-expert-parallel: whole experts dealt out over the TP ranks.")] = False,
     max_num_seqs: Annotated[Optional[str], typer.Option("--max-num-seqs", metavar="N", help="vLLM's --max-num-seqs (default: that vLLM's, by GPU size).")] = None,
@@ -68,7 +68,7 @@ def plan_cmd(
 
         tp_plan = trace_capacity(model, trace=str(trace), slo=slo, window=window, speedup=speedup, gpu=gpu, tp=tp, price=price,
                                  profile=[str(p) for p in profile or []], max_model_len=max_model_len, dtype=dtype,
-                                 kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs)
+                                 kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs, quantization=quantization)
         if json_:
             print_json(tp_plan.to_json())
         else:
@@ -84,7 +84,7 @@ def plan_cmd(
 
         table = capacity(model, slo=slo, rate=rate, isl=isl, osl=osl, gpu=gpu, tp=tp, price=price,
                          profile=[str(p) for p in profile or []], max_model_len=max_model_len, dtype=dtype,
-                         kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs)
+                         kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs, quantization=quantization)
         if json_:
             print_json(table.to_json())
         else:
@@ -98,7 +98,8 @@ def plan_cmd(
         from llmctl.planner import load
 
         table = load(model, concurrency=concurrency, rate=rate, isl=isl, osl=osl, gpu=gpu, tp=tp,
-                     max_model_len=max_model_len, dtype=dtype, kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs)
+                     max_model_len=max_model_len, dtype=dtype, kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs,
+                     quantization=quantization)
         if json_:
             print_json(table.to_json())
         else:
@@ -156,7 +157,7 @@ def _render(profile, arch, rows: list[dict[str, Any]], params: dict[str, int], e
         for why in r["reasons"]:
             out.print(f"  {why}", markup=False)
     if not advised and len(rows) > 1:
-        out.print("no TP size on one node starts this model here; lower --max-model-len, quantize (--dtype fp8) "
+        out.print("no TP size on one node starts this model here; lower --max-model-len, quantize (--quantization fp8) "
                   "or pick a larger GPU", markup=False)
     if len(rows) == 1 and rows[0]["verdict"] == "does_not_fit":
         out.print(f"why: {rows[0]['reason']}", markup=False)
