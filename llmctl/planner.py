@@ -17,6 +17,7 @@ from llmctl.catalog import ModelProfile, resolve_model
 from llmctl.errors import UsageError, param, template_of
 from llmctl.hardware import GPUS, GPUType, gpu_of_memory, with_node_size
 from llmctl.sizing.layouts import default_layout
+from llmctl.workload import DEFAULT_ISL, DEFAULT_OSL
 
 
 def weights(dtype: Optional[str], quantization: Optional[str]) -> tuple[str, Optional[str]]:
@@ -35,6 +36,21 @@ def weights(dtype: Optional[str], quantization: Optional[str]) -> tuple[str, Opt
     d = parse_flag("dtype", lambda v: EA.parse_value("dtype", v), text)
     q = None if quantization is None else parse_flag("quantization", lambda v: EA.parse_value("quantization", v), quantization)
     return d, q
+
+
+def model_arch(model: Union[str, ModelProfile]) -> tuple[ModelProfile, Any]:
+    """The model (a catalog id, an HF repo id, a directory or a profile) and its architecture, which sizing needs."""
+    profile = model if isinstance(model, ModelProfile) else parse_flag("model", resolve_model, model)
+    if profile.architecture is None:
+        raise UsageError(f"{param('model')}: {profile.hf_repo}: no architecture known (weights in a bucket); "
+                         "pass an HF repo id or a directory with config.json", param="model")
+    return profile, profile.architecture
+
+
+def _check_tokens(isl, osl) -> None:
+    for name, v in (("isl", isl), ("osl", osl)):
+        if v is None or int(v) < 1:
+            raise UsageError(f"{param(name)}: must be a positive number of tokens (got {v})", param=name)
 
 
 def parse_flag(name: str, parse, value):
@@ -153,11 +169,7 @@ def plan(
         except sizing.SizingError as e:
             raise UsageError(f"{param('vllm_version')}: {template_of(e)}", param="vllm_version") from None
     gpus = [with_node_size(g, gpus_per_node or [], flag=param("gpus_per_node")) for g in gpu_types(gpu, gpu_memory)]
-    profile = model if isinstance(model, ModelProfile) else parse_flag("model", resolve_model, model)
-    arch = profile.architecture
-    if arch is None:
-        raise UsageError(f"{param('model')}: {profile.hf_repo}: no architecture known (weights in a bucket); "
-                         "pass an HF repo id or a directory with config.json", param="model")
+    profile, arch = model_arch(model)
     pp_n = parse_flag("pp", lambda v: spec.parse_pp(v, arch=arch), pp)
     tp_n = parse_flag("tp", lambda v: spec.parse_tp(v, arch=arch, gpu=gpus[0], pp=pp_n, expert_parallel=enable_expert_parallel), tp)
     mml = parse_flag("max_model_len", lambda v: spec.parse_max_model_len(v, arch=arch), max_model_len)
@@ -299,8 +311,8 @@ def capacity(
     *,
     slo: str,
     rate: Optional[float] = None,
-    isl: int = 1000,
-    osl: int = 200,
+    isl: int = DEFAULT_ISL,
+    osl: int = DEFAULT_OSL,
     gpu: Optional[str] = None,
     tp: Union[None, int, str] = None,
     price: Optional[str] = None,
@@ -326,19 +338,13 @@ def capacity(
     goal = parse_slo(slo)
     if rate is not None and rate <= 0:
         raise UsageError(f"{param('rate')}: must be a positive number of requests per second (got {rate:g})", param="rate")
-    for name, v in (("isl", isl), ("osl", osl)):
-        if v is None or int(v) < 1:
-            raise UsageError(f"{param(name)}: must be a positive number of tokens (got {v})", param=name)
+    _check_tokens(isl, osl)
     from llmctl.hardware import TABLE
 
     given = parse_prices(price, [g.name for g in TABLE])
     prices = {n: p.usd_per_hour for n, p in PRICES.items()}
     prices.update(given)
-    profile_obj = model if isinstance(model, ModelProfile) else parse_flag("model", resolve_model, model)
-    arch = profile_obj.architecture
-    if arch is None:
-        raise UsageError(f"{param('model')}: {profile_obj.hf_repo}: no architecture known; pass an HF repo id or a directory with "
-                         "config.json", param="model")
+    profile_obj, arch = model_arch(model)
     sweeps = load_sweeps(profile) if profile else []
     cpu = gpu is not None and gpu.strip().lower() == "cpu"
     setups = []
@@ -404,8 +410,8 @@ def load(
     *,
     concurrency: Optional[str] = None,
     rate: Optional[float] = None,
-    isl: int = 1000,
-    osl: int = 200,
+    isl: int = DEFAULT_ISL,
+    osl: int = DEFAULT_OSL,
     gpu: Optional[str] = None,
     tp: Union[None, int, str] = None,
     max_model_len: Union[None, int, str] = None,
@@ -427,14 +433,8 @@ def load(
     if rate is not None and not rate > 0:
         raise UsageError(f"{param('rate')}: must be a positive number of requests per second (got {rate:g})", param="rate")
     values = parse_concurrency(concurrency) if concurrency is not None else (float(rate),)
-    for name, v in (("isl", isl), ("osl", osl)):
-        if v is None or int(v) < 1:
-            raise UsageError(f"{param(name)}: must be a positive number of tokens (got {v})", param=name)
-    profile_obj = model if isinstance(model, ModelProfile) else parse_flag("model", resolve_model, model)
-    arch = profile_obj.architecture
-    if arch is None:
-        raise UsageError(f"{param('model')}: {profile_obj.hf_repo}: no architecture known; pass an HF repo id or a directory with "
-                         "config.json", param="model")
+    _check_tokens(isl, osl)
+    profile_obj, arch = model_arch(model)
     if gpu is not None and gpu.strip().lower() == "cpu":
         raise UsageError(f"{param('gpu', 'cpu')}: the CPU engine has no datasheet roofline; give {param('slo')} with {param('profile')} (a measured sweep)", param="gpu")
     setups = _gpu_setups(arch, profile_obj.id, gpu=gpu, tp=tp, max_model_len=max_model_len, dtype=dtype,

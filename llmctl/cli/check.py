@@ -80,7 +80,7 @@ def _render(rep) -> None:
 
 @app.command("security")
 def security_cmd(
-    app_name: Annotated[Optional[str], typer.Argument(metavar="[APP]", help="The running app to check (default: every app).", show_default=False)] = None,
+    app_name: Annotated[Optional[str], typer.Argument(metavar="APP", help="The running app to check (default: every app).", show_default=False)] = None,
     address: AddressOpt = None,
     ray_token_env: RayTokenEnvOpt = None,
     api_key_env: ApiKeyEnvOpt = None,
