@@ -91,3 +91,17 @@ def test_security_is_a_command_and_check_security_its_alias(capsys, monkeypatch,
     assert r.code == 2 and "llmctl security" in r.err
     help_text = run_cli(capsys, "check", "--help").out
     assert "--security" not in help_text and "--api-key-env" not in help_text
+
+
+def test_check_is_a_core_function_the_cli_renders():
+    """``llmctl check`` calls llmctl.check (llmctl.launch.check) and renders its report; the API exports both checks."""
+    from llmctl.cli import check as cli_check
+    from llmctl.launch.check import CheckReport, check
+    from llmctl.launch.security import security_check
+
+    src = inspect.getsource(cli_check)
+    assert "check(file, address=address, ray_token_env=ray_token_env" in src
+    assert "preflight.check(" not in src and "store_check(" not in src and "load_deployable(" not in src
+    assert llmctl.check is check and llmctl.check_security is security_check
+    assert {"address", "ray_token_env", "versions"} <= set(inspect.signature(check).parameters)
+    assert {"ok", "to_json"} <= set(dir(CheckReport))
