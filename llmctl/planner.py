@@ -21,21 +21,18 @@ from llmctl.workload import DEFAULT_ISL, DEFAULT_OSL
 
 
 def weights(dtype: Optional[str], quantization: Optional[str]) -> tuple[str, Optional[str]]:
-    """``dtype`` and ``quantization`` in vLLM's vocabularies, as gen-config
-    takes them (the engine-argument table's choices): a quantization given as
-    the dtype (``fp8``, ``int4``, ``awq``) is refused, naming ``quantization``."""
+    """``dtype`` and ``quantization`` as gen-config takes them (vLLM's choices, the engine-argument table); a
+    quantization given as the dtype (``fp8``, ``int4``, ``awq``: :func:`llmctl.quant.methods_for`) names ``quantization``."""
     from llmctl import engine_args as EA
     from llmctl.quant import methods_for
 
-    text = str(dtype or "auto").strip()
-    methods = methods_for(text)
+    text, methods = str(dtype or "auto").strip(), methods_for(str(dtype or "auto"))
     if methods:
-        more = f" (or {', '.join(methods[1:])})" if len(methods) > 1 else ""
-        raise UsageError(f"{param('dtype')}: '{text}' is a quantization; {param('dtype')} is vLLM's dtype (auto, half, "
-                         f"bfloat16, float32, …): pass {param('quantization', methods[0])}{more}", param="dtype")
-    d = parse_flag("dtype", lambda v: EA.parse_value("dtype", v), text)
+        raise UsageError(f"{param('dtype')}: '{text}' is a quantization; {param('dtype')} is vLLM's dtype (auto, half, bfloat16, "
+                         f"float32, …): pass {param('quantization', methods[0])}"
+                         + (f" (or {', '.join(methods[1:])})" if len(methods) > 1 else ""), param="dtype")
     q = None if quantization is None else parse_flag("quantization", lambda v: EA.parse_value("quantization", v), quantization)
-    return d, q
+    return parse_flag("dtype", lambda v: EA.parse_value("dtype", v), text), q
 
 
 def model_arch(model: Union[str, ModelProfile]) -> tuple[ModelProfile, Any]:
@@ -47,7 +44,7 @@ def model_arch(model: Union[str, ModelProfile]) -> tuple[ModelProfile, Any]:
     return profile, profile.architecture
 
 
-def _check_tokens(isl, osl) -> None:
+def _check_tokens(isl, osl) -> None:  # --isl, --osl
     for name, v in (("isl", isl), ("osl", osl)):
         if v is None or int(v) < 1:
             raise UsageError(f"{param(name)}: must be a positive number of tokens (got {v})", param=name)
