@@ -14,8 +14,13 @@ The Python API is the core the CLI itself calls (nothing here prints):
   --slo`` (estimates; docs/capacity.md);
 - :func:`up` — validate, deploy, wait until RUNNING, as ``llmctl up``;
   returns the result (endpoint, model ids), progress to an optional
-  ``on_event`` callback; :func:`status` — a report, as ``llmctl status``;
+  ``on_event`` callback; how it deploys is one :class:`UpOptions` (or its
+  fields as keywords: ``up(path, address=..., timeout=...)``); :func:`status` — a report, as ``llmctl status``;
   :func:`down` — delete apps (and the local head), as ``llmctl down``;
+- :func:`check` — can the cluster start a serve config (preflight, the
+  cluster's versions, LoRA stores; nothing deployed), as ``llmctl check``:
+  a report with ``ok`` and ``to_json()``; :func:`check_security` — what a
+  running app exposes, as ``llmctl security``;
 - :func:`history` — what llmctl deployed of each app, as ``llmctl history``;
   :func:`rollback` — redeploy an entry of it, as ``llmctl rollback``;
 - every function that talks to a cluster takes ``address`` and
@@ -41,6 +46,7 @@ _API = {
     "plan": ("llmctl.planner", "plan"),
     "up": ("llmctl.launch.deploy", "up"),
     "iter_up": ("llmctl.launch.deploy", "iter_up"),
+    "UpOptions": ("llmctl.launch.deploy", "UpOptions"),
     "status": ("llmctl.launch.operate", "status"),
     "down": ("llmctl.launch.operate", "down"),
     "iter_down": ("llmctl.launch.operate", "iter_down"),
@@ -48,6 +54,8 @@ _API = {
     "sweep": ("llmctl.loadsweep", "sweep"),
     "capacity": ("llmctl.planner", "capacity"),
     "trace_capacity": ("llmctl.planner", "trace_capacity"),
+    "check": ("llmctl.launch.check", "check"),
+    "check_security": ("llmctl.launch.security", "security_check"),
     "history": ("llmctl.launch.rollback", "history"),
     "rollback": ("llmctl.launch.rollback", "rollback"),
 }
@@ -59,7 +67,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from llmctl.loadgen import bench  # noqa: F401
     from llmctl.loadsweep import sweep  # noqa: F401
     from llmctl.planner import capacity, trace_capacity  # noqa: F401
-    from llmctl.launch.deploy import iter_up, up  # noqa: F401
+    from llmctl.launch.check import check  # noqa: F401
+    from llmctl.launch.deploy import UpOptions, iter_up, up  # noqa: F401
+    from llmctl.launch.security import security_check as check_security  # noqa: F401
     from llmctl.launch.operate import down, iter_down, status  # noqa: F401
     from llmctl.launch.rollback import history, rollback  # noqa: F401
     from llmctl.planner import plan  # noqa: F401

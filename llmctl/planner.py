@@ -17,6 +17,37 @@ from llmctl.catalog import ModelProfile, resolve_model
 from llmctl.errors import UsageError, param, template_of
 from llmctl.hardware import GPUS, GPUType, gpu_of_memory, with_node_size
 from llmctl.sizing.layouts import default_layout
+from llmctl.workload import DEFAULT_ISL, DEFAULT_OSL
+
+
+def weights(dtype: Optional[str], quantization: Optional[str]) -> tuple[str, Optional[str]]:
+    """``dtype`` and ``quantization`` as gen-config takes them (vLLM's choices, the engine-argument table); a
+    quantization given as the dtype (``fp8``, ``int4``, ``awq``: :func:`llmctl.quant.methods_for`) names ``quantization``."""
+    from llmctl import engine_args as EA
+    from llmctl.quant import methods_for
+
+    text, methods = str(dtype or "auto").strip(), methods_for(str(dtype or "auto"))
+    if methods:
+        raise UsageError(f"{param('dtype')}: '{text}' is a quantization; {param('dtype')} is vLLM's dtype (auto, half, bfloat16, "
+                         f"float32, …): pass {param('quantization', methods[0])}"
+                         + (f" (or {', '.join(methods[1:])})" if len(methods) > 1 else ""), param="dtype")
+    q = None if quantization is None else parse_flag("quantization", lambda v: EA.parse_value("quantization", v), quantization)
+    return parse_flag("dtype", lambda v: EA.parse_value("dtype", v), text), q
+
+
+def model_arch(model: Union[str, ModelProfile]) -> tuple[ModelProfile, Any]:
+    """The model (a catalog id, an HF repo id, a directory or a profile) and its architecture, which sizing needs."""
+    profile = model if isinstance(model, ModelProfile) else parse_flag("model", resolve_model, model)
+    if profile.architecture is None:
+        raise UsageError(f"{param('model')}: {profile.hf_repo}: no architecture known (weights in a bucket); "
+                         "pass an HF repo id or a directory with config.json", param="model")
+    return profile, profile.architecture
+
+
+def _check_tokens(isl, osl) -> None:  # --isl, --osl
+    for name, v in (("isl", isl), ("osl", osl)):
+        if v is None or int(v) < 1:
+            raise UsageError(f"{param(name)}: must be a positive number of tokens (got {v})", param=name)
 
 
 def parse_flag(name: str, parse, value):
@@ -125,9 +156,7 @@ def plan(
         raise UsageError(f"{param('min_concurrency')}: must be a positive number (got {min_concurrency:g})",
                          param="min_concurrency")
     gmu = parse_flag("gpu_memory_utilization", spec.parse_gpu_memory_utilization, gpu_memory_utilization)
-    if str(dtype).lower() not in sizing.DTYPE_CHOICES:
-        raise UsageError(f"{param('dtype')}: unknown dtype '{dtype}'; choose one of: {', '.join(sizing.DTYPE_CHOICES)}",
-                         param="dtype")
+    dtype, quantization = weights(dtype, quantization)
     if str(kv_cache_dtype).lower() not in sizing.KV_CACHE_DTYPE_CHOICES:
         raise UsageError(f"{param('kv_cache_dtype')}: unknown '{kv_cache_dtype}'; choose one of: "
                          f"{', '.join(sizing.KV_CACHE_DTYPE_CHOICES)}", param="kv_cache_dtype")
@@ -137,11 +166,7 @@ def plan(
         except sizing.SizingError as e:
             raise UsageError(f"{param('vllm_version')}: {template_of(e)}", param="vllm_version") from None
     gpus = [with_node_size(g, gpus_per_node or [], flag=param("gpus_per_node")) for g in gpu_types(gpu, gpu_memory)]
-    profile = model if isinstance(model, ModelProfile) else parse_flag("model", resolve_model, model)
-    arch = profile.architecture
-    if arch is None:
-        raise UsageError(f"{param('model')}: {profile.hf_repo}: no architecture known (weights in a bucket); "
-                         "pass an HF repo id or a directory with config.json", param="model")
+    profile, arch = model_arch(model)
     pp_n = parse_flag("pp", lambda v: spec.parse_pp(v, arch=arch), pp)
     tp_n = parse_flag("tp", lambda v: spec.parse_tp(v, arch=arch, gpu=gpus[0], pp=pp_n, expert_parallel=enable_expert_parallel), tp)
     mml = parse_flag("max_model_len", lambda v: spec.parse_max_model_len(v, arch=arch), max_model_len)
@@ -149,7 +174,7 @@ def plan(
     engine = {"quantization": quantization, "enforce_eager": enforce_eager, "enable_expert_parallel": enable_expert_parallel,
               "max_num_seqs": _positive("max_num_seqs", max_num_seqs),
               "max_num_batched_tokens": _positive("max_num_batched_tokens", max_num_batched_tokens)}
-    kw: dict[str, Any] = dict(gpu_memory_utilization=gmu, dtype=str(dtype).lower(), kv_cache_dtype=str(kv_cache_dtype).lower(),
+    kw: dict[str, Any] = dict(gpu_memory_utilization=gmu, dtype=dtype, kv_cache_dtype=str(kv_cache_dtype).lower(),
                               vllm_version=vllm_version, **{k: v for k, v in sizing.sizing_options(engine).items()
                                                             if k not in ("dtype", "kv_cache_dtype")})
     dp_n = parse_flag("dp", patterns.parse_dp, dp) or 1
@@ -247,28 +272,30 @@ def _cpu_setup(arch, name: str, sweeps: list) -> tuple:
 
 
 def _gpu_setups(arch, name: str, *, gpu: Optional[str], tp, max_model_len, dtype: str, kv_cache_dtype: str,
-                max_num_seqs) -> list[tuple]:
+                max_num_seqs, quantization: Optional[str] = None) -> list[tuple]:
     """(gpu, tp, shape, device, engine) per GPU type (one, a comma list, or every one with a roofline) and TP size
     that starts the model: what plan --slo, --concurrency and --rate predict for."""
     from llmctl.perf.roofline import Engine, device_of, shape_of
 
     mml = parse_flag("max_model_len", lambda v: spec.parse_max_model_len(v, arch=arch), max_model_len)
     seqs = _positive("max_num_seqs", max_num_seqs)
+    dtype, quantization = weights(dtype, quantization)
+    q = {"quantization": quantization} if quantization else {}
     names = [x.strip() for x in gpu.split(",") if x.strip()] if gpu and "," in gpu else [gpu]
     setups = []
     for g in [g for n in names for g in gpu_types(n, None)]:
         if not g.hbm_gb_s:
             continue
         tp_n = parse_flag("tp", lambda v: spec.parse_tp(v, arch=arch, gpu=g), tp)
-        choice = sizing.choose(arch, g, tp=tp_n, max_model_len=mml, dtype=str(dtype).lower(),
-                               kv_cache_dtype=str(kv_cache_dtype).lower(), max_num_seqs=seqs)
+        choice = sizing.choose(arch, g, tp=tp_n, max_model_len=mml, dtype=dtype,
+                               kv_cache_dtype=str(kv_cache_dtype).lower(), max_num_seqs=seqs, **q)
         sizes = [tp_n] if tp_n is not None else sizing.tp_sizes_on_node(arch, g, 1, False)
         for t in sizes:
-            p = sizing.plan_for_gpu(arch, g, tp=t, max_model_len=choice.max_model_len, dtype=str(dtype).lower(),
-                                    kv_cache_dtype=str(kv_cache_dtype).lower(), max_num_seqs=seqs)
+            p = sizing.plan_for_gpu(arch, g, tp=t, max_model_len=choice.max_model_len, dtype=dtype,
+                                    kv_cache_dtype=str(kv_cache_dtype).lower(), max_num_seqs=seqs, **q)
             if p is None or not p.fits:
                 continue
-            shape = shape_of(arch, p, name=name, tp=t, dtype=str(dtype).lower())
+            shape = shape_of(arch, p, name=name, tp=t, dtype=dtype, quantization=quantization)
             if shape is None:
                 continue
             setups.append((g.name, t, shape, device_of(g), Engine(p.max_num_seqs, p.max_num_batched_tokens,
@@ -281,8 +308,8 @@ def capacity(
     *,
     slo: str,
     rate: Optional[float] = None,
-    isl: int = 1000,
-    osl: int = 200,
+    isl: int = DEFAULT_ISL,
+    osl: int = DEFAULT_OSL,
     gpu: Optional[str] = None,
     tp: Union[None, int, str] = None,
     price: Optional[str] = None,
@@ -291,6 +318,7 @@ def capacity(
     dtype: str = "auto",
     kv_cache_dtype: str = "auto",
     max_num_seqs: Union[None, int, str] = None,
+    quantization: Optional[str] = None,
 ) -> CapacityTable:
     """``llmctl plan --slo``: per GPU type and TP size, the estimated highest
     request rate one replica sustains within the targets, the replicas
@@ -307,19 +335,13 @@ def capacity(
     goal = parse_slo(slo)
     if rate is not None and rate <= 0:
         raise UsageError(f"{param('rate')}: must be a positive number of requests per second (got {rate:g})", param="rate")
-    for name, v in (("isl", isl), ("osl", osl)):
-        if v is None or int(v) < 1:
-            raise UsageError(f"{param(name)}: must be a positive number of tokens (got {v})", param=name)
+    _check_tokens(isl, osl)
     from llmctl.hardware import TABLE
 
     given = parse_prices(price, [g.name for g in TABLE])
     prices = {n: p.usd_per_hour for n, p in PRICES.items()}
     prices.update(given)
-    profile_obj = model if isinstance(model, ModelProfile) else parse_flag("model", resolve_model, model)
-    arch = profile_obj.architecture
-    if arch is None:
-        raise UsageError(f"{param('model')}: {profile_obj.hf_repo}: no architecture known; pass an HF repo id or a directory with "
-                         "config.json", param="model")
+    profile_obj, arch = model_arch(model)
     sweeps = load_sweeps(profile) if profile else []
     cpu = gpu is not None and gpu.strip().lower() == "cpu"
     setups = []
@@ -331,9 +353,9 @@ def capacity(
         setups.append(_cpu_setup(arch, profile_obj.id, sweeps))
     else:
         setups = _gpu_setups(arch, profile_obj.id, gpu=gpu, tp=tp, max_model_len=max_model_len, dtype=dtype,
-                             kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs)
+                             kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs, quantization=quantization)
     if not setups:
-        raise UsageError(f"no GPU setup starts this model here; lower {param('max_model_len')}, quantize ({param('dtype', 'fp8')}) "
+        raise UsageError(f"no GPU setup starts this model here; lower {param('max_model_len')}, quantize ({param('quantization', 'fp8')}) "
                          "or pick a larger GPU")
     cal = None
     if sweeps:
@@ -385,14 +407,15 @@ def load(
     *,
     concurrency: Optional[str] = None,
     rate: Optional[float] = None,
-    isl: int = 1000,
-    osl: int = 200,
+    isl: int = DEFAULT_ISL,
+    osl: int = DEFAULT_OSL,
     gpu: Optional[str] = None,
     tp: Union[None, int, str] = None,
     max_model_len: Union[None, int, str] = None,
     dtype: str = "auto",
     kv_cache_dtype: str = "auto",
     max_num_seqs: Union[None, int, str] = None,
+    quantization: Optional[str] = None,
 ) -> LoadTable:
     """``llmctl plan --concurrency N[,M...]`` (closed loop: N clients per
     replica) or ``--rate R`` (open loop: R requests per second per replica):
@@ -407,20 +430,14 @@ def load(
     if rate is not None and not rate > 0:
         raise UsageError(f"{param('rate')}: must be a positive number of requests per second (got {rate:g})", param="rate")
     values = parse_concurrency(concurrency) if concurrency is not None else (float(rate),)
-    for name, v in (("isl", isl), ("osl", osl)):
-        if v is None or int(v) < 1:
-            raise UsageError(f"{param(name)}: must be a positive number of tokens (got {v})", param=name)
-    profile_obj = model if isinstance(model, ModelProfile) else parse_flag("model", resolve_model, model)
-    arch = profile_obj.architecture
-    if arch is None:
-        raise UsageError(f"{param('model')}: {profile_obj.hf_repo}: no architecture known; pass an HF repo id or a directory with "
-                         "config.json", param="model")
+    _check_tokens(isl, osl)
+    profile_obj, arch = model_arch(model)
     if gpu is not None and gpu.strip().lower() == "cpu":
         raise UsageError(f"{param('gpu', 'cpu')}: the CPU engine has no datasheet roofline; give {param('slo')} with {param('profile')} (a measured sweep)", param="gpu")
     setups = _gpu_setups(arch, profile_obj.id, gpu=gpu, tp=tp, max_model_len=max_model_len, dtype=dtype,
-                         kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs)
+                         kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs, quantization=quantization)
     if not setups:
-        raise UsageError(f"no GPU setup starts this model here; lower {param('max_model_len')}, quantize ({param('dtype', 'fp8')}) "
+        raise UsageError(f"no GPU setup starts this model here; lower {param('max_model_len')}, quantize ({param('quantization', 'fp8')}) "
                          "or pick a larger GPU")
     mode = "concurrency" if concurrency is not None else "rate"
     rows = load_rows(setups, mode=mode, values=values, isl=int(isl), osl=int(osl))

@@ -79,6 +79,18 @@ def family(method: str) -> str:
     return (m.family or key) if m is not None else key
 
 
+def methods_for(name: str) -> list[str]:
+    """The vLLM quantization methods a name stands for: itself when it is one
+    (``fp8``, ``awq``), the methods of its scheme when it names a scheme
+    (``int4`` -> awq, gptq, …); [] when it names no quantization (``bfloat16``)."""
+    key = str(name).strip().lower()
+    listed = [n for n, m in METHODS.items() if m.vllm is not None]
+    if key in listed:
+        return [key]
+    scheme = METHODS[key].scheme if key in METHODS else key
+    return [n for n in listed if METHODS[n].scheme == scheme and not METHODS[n].family]
+
+
 def needs_checkpoint(method: str) -> bool:
     """Whether ``engine_kwargs.quantization: method`` needs a checkpoint quantized with it."""
     m = METHODS.get(method.lower())

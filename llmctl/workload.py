@@ -40,6 +40,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Optional
 
+# Prompt and output tokens per request the latency estimates assume when not told
+# (plan --slo / --concurrency / --rate, gen-config --slo: --isl, --osl).
+DEFAULT_ISL, DEFAULT_OSL = 1000, 200
+
 from llmctl.errors import UsageError, param
 
 # The layouts: (name, time column, input column, output column, prefix column or None), header names lower-cased.

@@ -79,7 +79,7 @@ def test_check_security_names_each_finding_on_an_app_without_a_key(fix_app, clus
     """The fixed app: no API key, the Hub token sent as a value."""
     if not fix_app.get("running"):
         pytest.skip("fix_app is not running: test_up_fix_closes_the_loop failed before it was")
-    r = llmctl("check", "--security", APP, "--json", env={"HF_TOKEN": SECRET})
+    r = llmctl("security", APP, "--json", env={"HF_TOKEN": SECRET})
     assert r.code == 2, r.out + r.err
     found = {(row["area"], row["target"]) for row in r.json()["rows"] if row["finding"]}
     for method, path in (("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/tokenize"),

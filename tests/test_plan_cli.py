@@ -87,6 +87,11 @@ def test_local_directory_model(tmp_path, capsys):
         (["--model", "qwen2.5-7b-instruct", "--gpu", "H100", "--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization"),
         (["--model", "qwen2.5-7b-instruct", "--gpu", "TPUv9"], "--gpu"),
         (["--model", "qwen2.5-7b-instruct", "--gpu", "H100", "--dtype", "int3"], "--dtype"),
+        # --dtype is vLLM's dtype (as gen-config's); a quantization given there names --quantization
+        (["--model", "qwen2.5-7b-instruct", "--gpu", "H100", "--dtype", "fp8"], "pass --quantization fp8"),
+        (["--model", "qwen2.5-7b-instruct", "--gpu", "H100", "--dtype", "int4"], "pass --quantization awq"),
+        (["--model", "qwen2.5-7b-instruct", "--gpu", "H100", "--dtype", "awq", "--slo", "ttft_p95=1s"], "--quantization awq"),
+        (["--model", "qwen2.5-7b-instruct", "--gpu", "H100", "--quantization", "int4"], "--quantization: quantization: must be one of"),
         (["--gpu", "H100"], "--model"),
     ],
 )
@@ -97,6 +102,22 @@ def test_bad_flags_exit_2_with_one_line(capsys, args, needle):
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
     assert needle in lines[0] and "Traceback" not in err
+
+
+def test_quantization_is_gen_configs_vocabulary(capsys):
+    """plan --quantization fp8 sizes vLLM's online fp8 (1 byte per linear weight) as gen-config writes it."""
+    import llmctl
+    from llmctl.errors import UsageError
+
+    base = "--model", "qwen2.5-7b-instruct", "--gpu", "H100", "--tp", "1", "--json"
+    rc, out, err = run(capsys, *base)
+    rc8, out8, err8 = run(capsys, *base, "--quantization", "fp8", "--dtype", "bfloat16")
+    assert rc == rc8 == 0, err + err8
+    w, w8 = (json.loads(o)["rows"][0]["weights_gib_per_gpu"] for o in (out, out8))
+    assert 0.5 * w < w8 < 0.75 * w  # linears at 1 byte, embeddings and lm_head at 2
+    with pytest.raises(UsageError) as e:
+        llmctl.plan("qwen2.5-7b-instruct", gpu="H100", dtype="fp8")
+    assert e.value.param == "dtype" and "quantization='fp8'" in str(e.value)
 
 
 def test_plan_imports_no_ray_vllm_or_hub():

@@ -145,6 +145,24 @@ def test_preflight_against_a_head_with_two_l4(l4_head, tmp_path, tp, mx, code, n
     assert (v["warning"] is None) is (local.warning is None)
 
 
+@pytest.mark.cluster
+@pytest.mark.parametrize("tp,code", [(1, 0), (4, 2)])
+def test_check_api_is_what_check_json_prints(l4_head, tmp_path, monkeypatch, tp, code):
+    """``llmctl.check`` is the core ``llmctl check`` renders: the same report, the same verdict."""
+    import llmctl as api
+
+    home, state = l4_head
+    monkeypatch.setenv("LLMCTL_HOME", str(home))
+    serve = write_app(tmp_path, f"api_{tp}", "/api", _gpu_llm(tp, 1, 1, source=str(make_model_dir(tmp_path / "m"))))
+    rep = api.check(serve, address=state.dashboard_url, versions=False)
+    r = llmctl("check", serve, "--address", state.dashboard_url, "--json", "--no-versions", env={"LLMCTL_HOME": str(home)})
+    assert r.code == code and rep.ok is (code == 0), (r.out, r.err)
+    mine, cli = rep.to_json(), r.json()
+    assert mine.pop("seconds") >= 0 and cli.pop("seconds") >= 0
+    assert mine == cli
+    assert rep.versions is None and rep.lora_stores == [] and (rep.preflight.errors == []) is rep.ok
+
+
 # --------------------------------------------------------------------------
 # the cluster's versions (issue 12: the version guard where it can be learned)
 

@@ -332,3 +332,19 @@ def test_kuberay_manifest_mounts_the_api_key_from_the_secret(capsys, tmp_path):
     assert r.code == 2 and "--api-key-secret" in r.err
     r = run_cli(capsys, "kuberay", next(keyed.glob("serve_*.yaml")), "--output", "-", "--api-key-secret", "no-colon")
     assert r.code == 2 and "--api-key-secret" in r.err and "NAME:KEY" in r.err
+
+
+@pytest.mark.cluster
+def test_security_command_and_its_old_spelling_on_the_session_head(cluster_home, capsys):
+    """``llmctl security`` measures the head's dashboard (it keeps its token); ``check --security`` is the same
+    after a one-line note; an app that is not there is one line, exit 2."""
+    r = run_cli(capsys, "security", "--json")
+    rows = r.json()["rows"]
+    dash = {(row["target"], row["check"], row["finding"]) for row in rows if row["area"] == "dashboard"}
+    assert dash and not any(finding for _, _, finding in dash)
+    assert r.code == (2 if any(row["finding"] for row in rows) else 0), r.err
+    old = run_cli(capsys, "check", "--security", "--json")
+    assert old.err.splitlines()[0] == "note: `llmctl check --security` is now `llmctl security`"
+    assert {(row["target"], row["check"], row["finding"]) for row in old.json()["rows"] if row["area"] == "dashboard"} == dash
+    gone = run_cli(capsys, "security", "no-such-app")
+    assert gone.code == 2 and gone.err.startswith("error: no application named 'no-such-app'") and len(gone.err.splitlines()) == 1

@@ -120,7 +120,7 @@ def _rows(run) -> list[dict]:
 
 def test_check_security_passes_on_the_keyed_app(keyed_app, cluster_home):
     env = {"LLMCTL_HOME": str(cluster_home.home), "HF_TOKEN": SECRET}
-    r = llmctl("check", "--security", APP, "--json", env=env)
+    r = llmctl("security", APP, "--json", env=env)
     assert r.code == 0, r.out + r.err
     rows = _rows(r)
     (length,) = [row for row in rows if row["area"] == "endpoint" and row["check"] == "API key length"]
@@ -134,5 +134,6 @@ def test_check_security_passes_on_the_keyed_app(keyed_app, cluster_home):
     leaks = [row for row in rows if row["area"] == "leak"]
     assert len(leaks) >= 5 and all(row["result"] == "clean" for row in leaks), leaks
     assert KEY not in r.out and SECRET not in r.out
-    table = llmctl("check", "--security", APP, env=env)  # the table
+    table = llmctl("check", "--security", APP, env=env)  # the table, through the old spelling (an alias)
     assert table.code == 0 and "no findings" in table.out and "POST /invocations" in table.out
+    assert table.err.splitlines()[0] == "note: `llmctl check --security` is now `llmctl security`"

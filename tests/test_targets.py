@@ -63,7 +63,8 @@ def test_every_core_function_with_address_takes_ray_token_env():
         if "address" in params:
             with_address.append(name)
             assert "ray_token_env" in params, f"{name} takes address but not ray_token_env"
-    for api in ("up", "iter_up", "status", "down", "iter_down", "bench", "sweep", "history", "rollback"):
+    for api in ("up", "iter_up", "status", "down", "iter_down", "bench", "sweep", "history", "rollback", "check",
+                "check_security"):
         fn = getattr(llmctl, api)
         assert f"{fn.__module__}.{fn.__name__}" in with_address, api
 

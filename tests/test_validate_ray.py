@@ -35,14 +35,10 @@ def _write(path: Path, data) -> Path:
 
 
 def _model(**changes) -> dict:
-    m = yaml.safe_load(yaml.safe_dump(MODEL))
-    for dotted, value in changes.items():
-        *parents, last = dotted.split("__")
-        d = m
-        for p in parents:
-            d = d.setdefault(p, {})
-        d[last] = value
-    return m
+    """MODEL with ``a__b=value`` set at ``a.b``."""
+    from llmctl.launch.failures import apply_changes
+
+    return apply_changes(MODEL, {k.replace("__", "."): v for k, v in changes.items()})
 
 
 def _serve(import_path: str, args: dict) -> dict:

@@ -13,8 +13,10 @@ from llmctl.serve_facts import LOOPBACK_HOST
 from llmctl.cli.root import app
 from llmctl.cli.console import err, out, print_json, warn
 from llmctl.cli.options import (GPU_HELP, ApiKeySecretOpt, DecodeArgOpt, DecodeTpOpt, DpOpt, EpOpt, ForceOpt, GpusPerNodeOpt,
-                                HfSecretOpt, ImageOpt, KvConnectorOpt, Multi, NodeSelectorOpt, OutputDirOpt, PdOpt, PrefillArgOpt,
-                                PrefillTpOpt, UpgradeStrategyOpt, YesOpt, complete_gpu, complete_model)
+                                HfSecretOpt, ImageOpt, IslOpt, KvConnectorOpt, Multi, NodeSelectorOpt, OslOpt, OutputDirOpt, PdOpt,
+                                PrefillArgOpt, PrefillTpOpt, PriceOpt, ProfileOpt, UpgradeStrategyOpt, YesOpt, complete_gpu,
+                                complete_model)
+from llmctl.workload import DEFAULT_ISL, DEFAULT_OSL
 
 
 @app.command("gen-config")
@@ -77,10 +79,10 @@ def gen_config_cmd(
     upgrade_strategy: UpgradeStrategyOpt = "NewCluster",
     slo: Annotated[Optional[str], typer.Option("--slo", metavar="TARGETS", help="Size for latency targets (ttft_p95=500ms,itl_p95=40ms): TP, GPU (when not given), replica bounds and ongoing-request targets from `llmctl plan --slo`'s cheapest setup.")] = None,
     rate: Annotated[Optional[float], typer.Option("--rate", metavar="REQ_PER_S", help="With --slo: the request rate to serve (sets --max-replicas).")] = None,
-    isl: Annotated[int, typer.Option("--isl", metavar="TOKENS", help="With --slo: prompt tokens per request.")] = 1000,
-    osl: Annotated[int, typer.Option("--osl", metavar="TOKENS", help="With --slo: output tokens per request.")] = 200,
-    price: Annotated[Optional[str], typer.Option("--price", metavar="GPU=USD,...", help="With --slo: USD per GPU-hour (default: llmctl's dated table).")] = None,
-    profile: Annotated[Optional[list[Path]], typer.Option("--profile", metavar="FILE", help="With --slo: `bench --sweep --output` files to calibrate on (needed for --gpu cpu).")] = None,
+    isl: IslOpt = DEFAULT_ISL,
+    osl: OslOpt = DEFAULT_OSL,
+    price: PriceOpt = None,
+    profile: ProfileOpt = None,
     output_dir: OutputDirOpt = Path("."),
     yes: YesOpt = False,
     force: ForceOpt = False,

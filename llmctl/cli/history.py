@@ -61,27 +61,20 @@ def rollback_cmd(
     never redeploys an old config by accident); --dry-run shows the plan."""
     import sys
 
-    from llmctl.cli.up import _confirm_on_terminal, drive
-    from llmctl.cli.views import ProgressView, print_ready
+    from llmctl.cli.up import _confirm_on_terminal, show
+    from llmctl.cli.views import print_ready
     from llmctl.errors import UsageError
     from llmctl.launch.rollback import iter_rollback
 
     if not (yes or dry_run or (sys.stdin.isatty() and sys.stdout.isatty())):
         raise UsageError("--yes: no terminal to confirm the rollback on; pass --yes to apply it "
                          "(or --dry-run to see its plan first)", param="yes")
-    view = ProgressView()
-    try:
-        result = drive(iter_rollback(app_name, to=to, address=address, timeout=timeout, dry_run=dry_run,
-                                     confirm=None if yes or dry_run else _confirm_on_terminal,
-                                     ray_token_env=ray_token_env),
-                       view, dry_run=dry_run, json_out=json_out)
-    finally:
-        view.close()
-    assert result is not None
-    if dry_run:
-        if not json_out:
-            out.print("dry run: nothing was changed", markup=False)
-    elif json_out:
+    result = show(iter_rollback(app_name, to=to, address=address, timeout=timeout, dry_run=dry_run,
+                                confirm=None if yes or dry_run else _confirm_on_terminal, ray_token_env=ray_token_env),
+                  dry_run=dry_run, json_out=json_out)
+    if result is None:
+        return
+    if json_out:
         print_json(result.to_json())
     else:
         err.print(cli_text(f"rolled back {app_name}"), markup=False)

@@ -110,3 +110,13 @@ PrefillArgOpt = Annotated[Optional[List[str]], typer.Option(
     "--prefill-arg", metavar="KEY=VALUE", help="With --pd: a vLLM engine argument of the prefill pool only (repeatable).")]
 DecodeArgOpt = Annotated[Optional[List[str]], typer.Option(
     "--decode-arg", metavar="KEY=VALUE", help="With --pd: a vLLM engine argument of the decode pool only (repeatable).")]
+
+# Latency estimates (llmctl.planner.capacity / load): gen-config --slo and plan.
+IslOpt = Annotated[int, typer.Option("--isl", metavar="TOKENS", help="With --slo (plan: also --concurrency, --rate): prompt tokens per request.")]
+OslOpt = Annotated[int, typer.Option("--osl", metavar="TOKENS", help="With --slo (plan: also --concurrency, --rate): output tokens per request.")]
+PriceOpt = Annotated[Optional[str], typer.Option(
+    "--price", metavar="GPU=USD,...",
+    help="With --slo: USD per GPU-hour, overriding llmctl's dated default table (e.g. L4=0.70,H100=2.99).")]
+ProfileOpt = Annotated[Optional[List[Path]], typer.Option(
+    "--profile", metavar="FILE",
+    help="With --slo: a `bench --sweep --output` file (repeatable: one per replica count) to fit the model's efficiencies to; needed for --gpu cpu.")]

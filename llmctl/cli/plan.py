@@ -16,7 +16,9 @@ from typing_extensions import Annotated
 
 from llmctl.cli.root import app
 from llmctl.cli.console import out, print_json
-from llmctl.cli.options import DecodeTpOpt, DpOpt, GpuOpt, GpusPerNodeOpt, JsonOpt, ModelOpt, PdOpt, PrefillTpOpt
+from llmctl.cli.options import (DecodeTpOpt, DpOpt, GpuOpt, GpusPerNodeOpt, IslOpt, JsonOpt, ModelOpt, OslOpt, PdOpt, PrefillTpOpt,
+                                PriceOpt, ProfileOpt)
+from llmctl.workload import DEFAULT_ISL, DEFAULT_OSL
 from llmctl.errors import UsageError
 
 @app.command("plan")
@@ -28,11 +30,11 @@ def plan_cmd(
     pp: Annotated[str, typer.Option("--pp", metavar="N", help="Pipeline-parallel size.")] = "1",
     max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", metavar="TOKENS", help="Context length in tokens: 16384, or 16K = 16,384 (16k = 16,000, as vLLM reads it); default: llmctl's choice (the model's context, capped at 32,768, or the most that fits).")] = None,
     gpu_memory_utilization: Annotated[Optional[float], typer.Option("--gpu-memory-utilization", metavar="FRACTION", help="vLLM's gpu_memory_utilization (default: that vLLM's, 0.92 from 0.20, 0.9 before).")] = None,
-    dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="Weight dtype: auto (checkpoint), bfloat16, float16, float32, fp8, int8, int4/awq/gptq.")] = "auto",
+    dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="vLLM dtype: auto, half, float16, bfloat16, float, float32 (a quantization goes to --quantization).")] = "auto",
     kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype", metavar="DTYPE", help="KV cache dtype: auto or fp8.")] = "auto",
     min_concurrency: Annotated[Optional[float], typer.Option("--min-concurrency", metavar="N", help="Advise only TP sizes holding at least this many concurrent full-length requests.")] = None,
     vllm_version: Annotated[Optional[str], typer.Option("--vllm-version", metavar="X.Y.Z", help="The vLLM whose start-up memory profile to model (default: the one the installed Ray pins).")] = None,
-    quantization: Annotated[Optional[str], typer.Option("--quantization", metavar="METHOD", help="vLLM's --quantization: online fp8 or experts_int8 on an unquantized checkpoint (a quantized checkpoint's own quantization_config is read from it).")] = None,
+    quantization: Annotated[Optional[str], typer.Option("--quantization", metavar="METHOD", help="vLLM quantization method (awq, gptq, fp8, …); default: what the checkpoint says. On an unquantized checkpoint, fp8 or experts_int8 (vLLM quantizes it as it loads).")] = None,
     enforce_eager: Annotated[bool, typer.Option("--enforce-eager", help="vLLM's --enforce-eager: no CUDA graphs, so their memory is not taken from the KV cache.")] = False,
     enable_expert_parallel: Annotated[bool, typer.Option("--enable-expert-parallel", help="vLLM's --enable-expert-parallel: whole experts dealt out over the TP ranks.")] = False,
     max_num_seqs: Annotated[Optional[str], typer.Option("--max-num-seqs", metavar="N", help="vLLM's --max-num-seqs (default: that vLLM's, by GPU size).")] = None,
@@ -40,10 +42,10 @@ def plan_cmd(
     slo: Annotated[Optional[str], typer.Option("--slo", metavar="TARGETS", help="Plan for latency targets instead: ttft_p95=500ms,itl_p95=40ms (itl: each request's mean time per output token). Shows the estimated highest request rate per replica, replicas, cost and the limiting bound; --gpu may then list several (L4,H100).")] = None,
     rate: Annotated[Optional[float], typer.Option("--rate", metavar="REQ_PER_S", help="With --slo: the request rate to serve (replicas and cost are for it). Without --slo: predicted TTFT, ITL and throughput of one replica at this rate (open loop).")] = None,
     concurrency: Annotated[Optional[str], typer.Option("--concurrency", metavar="N[,M...]", help="Predicted TTFT, ITL, request and token throughput of one replica with N concurrent clients (closed loop), per GPU and TP size.")] = None,
-    isl: Annotated[int, typer.Option("--isl", metavar="TOKENS", help="With --slo, --concurrency or --rate: prompt tokens per request.")] = 1000,
-    osl: Annotated[int, typer.Option("--osl", metavar="TOKENS", help="With --slo, --concurrency or --rate: output tokens per request.")] = 200,
-    price: Annotated[Optional[str], typer.Option("--price", metavar="GPU=USD,...", help="With --slo: USD per GPU-hour, overriding llmctl's dated default table (e.g. L4=0.70,H100=2.99).")] = None,
-    profile: Annotated[Optional[list[Path]], typer.Option("--profile", metavar="FILE", help="With --slo: a `bench --sweep --output` file (repeatable: one per replica count) to fit the model's efficiencies to; needed for --gpu cpu.")] = None,
+    isl: IslOpt = DEFAULT_ISL,
+    osl: OslOpt = DEFAULT_OSL,
+    price: PriceOpt = None,
+    profile: ProfileOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
     trace: Annotated[Optional[Path], typer.Option("--trace", metavar="FILE", help="With --slo: size for a request trace (the layouts `bench --trace` replays): replicas, cost and the bound for its busiest --window, not its mean rate; also the replicas window by window.")] = None,
     window: Annotated[Optional[float], typer.Option("--window", metavar="SECONDS", help="With --trace: the window its peak rate is taken over (default 60).")] = None,
@@ -59,6 +61,9 @@ def plan_cmd(
 
     if not model:
         raise UsageError("no model given; pass --model (a catalog id from `llmctl models`, an HF repo id or a directory)")
+    sized: dict[str, Any] = dict(gpu=gpu, tp=tp, max_model_len=max_model_len, dtype=dtype, kv_cache_dtype=kv_cache_dtype,
+                                 max_num_seqs=max_num_seqs, quantization=quantization)  # what --slo, --rate, --concurrency size
+    priced: dict[str, Any] = dict(price=price, profile=[str(p) for p in profile or []])
     if trace is not None:
         if slo is None:
             raise UsageError("--trace: sizes for latency targets; add --slo (e.g. --slo ttft_p95=500ms,itl_p95=40ms)")
@@ -66,9 +71,7 @@ def plan_cmd(
             raise UsageError("--trace: the trace sets the rate; leave out --rate and --concurrency")
         from llmctl.planner import trace_capacity
 
-        tp_plan = trace_capacity(model, trace=str(trace), slo=slo, window=window, speedup=speedup, gpu=gpu, tp=tp, price=price,
-                                 profile=[str(p) for p in profile or []], max_model_len=max_model_len, dtype=dtype,
-                                 kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs)
+        tp_plan = trace_capacity(model, trace=str(trace), slo=slo, window=window, speedup=speedup, **priced, **sized)
         if json_:
             print_json(tp_plan.to_json())
         else:
@@ -82,9 +85,7 @@ def plan_cmd(
         if concurrency is not None:
             raise UsageError("--concurrency: not with --slo (--slo searches the concurrency itself; --rate sets the rate to serve)")
 
-        table = capacity(model, slo=slo, rate=rate, isl=isl, osl=osl, gpu=gpu, tp=tp, price=price,
-                         profile=[str(p) for p in profile or []], max_model_len=max_model_len, dtype=dtype,
-                         kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs)
+        table = capacity(model, slo=slo, rate=rate, isl=isl, osl=osl, **priced, **sized)
         if json_:
             print_json(table.to_json())
         else:
@@ -97,8 +98,7 @@ def plan_cmd(
     if concurrency is not None or rate is not None:
         from llmctl.planner import load
 
-        table = load(model, concurrency=concurrency, rate=rate, isl=isl, osl=osl, gpu=gpu, tp=tp,
-                     max_model_len=max_model_len, dtype=dtype, kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs)
+        table = load(model, concurrency=concurrency, rate=rate, isl=isl, osl=osl, **sized)
         if json_:
             print_json(table.to_json())
         else:
@@ -156,7 +156,7 @@ def _render(profile, arch, rows: list[dict[str, Any]], params: dict[str, int], e
         for why in r["reasons"]:
             out.print(f"  {why}", markup=False)
     if not advised and len(rows) > 1:
-        out.print("no TP size on one node starts this model here; lower --max-model-len, quantize (--dtype fp8) "
+        out.print("no TP size on one node starts this model here; lower --max-model-len, quantize (--quantization fp8) "
                   "or pick a larger GPU", markup=False)
     if len(rows) == 1 and rows[0]["verdict"] == "does_not_fit":
         out.print(f"why: {rows[0]['reason']}", markup=False)

@@ -47,6 +47,21 @@ def _confirm_on_terminal(plan) -> bool:
     return confirm("Apply this plan?", False)
 
 
+def show(events, *, dry_run: bool, json_out: bool):
+    """:func:`drive` in a progress view; a dry run ends with its note and returns None, else the result."""
+    view = ProgressView()
+    try:
+        result = drive(events, view, dry_run=dry_run, json_out=json_out)
+    finally:
+        view.close()
+    assert result is not None
+    if dry_run:
+        if not json_out:
+            out.print("dry run: nothing was changed", markup=False)
+        return None
+    return result
+
+
 TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="Seconds to wait for RUNNING before giving up (the app keeps deploying).")]
 
 def drive(events, view, *, dry_run: bool, json_out: bool):
@@ -102,27 +117,17 @@ def up_cmd(
     """Validate FILE, deploy it (starting a local Ray head if no cluster is given), wait until RUNNING."""
     from llmctl import launch
 
-    if timeout <= 0:
-        raise UsageError(f"--timeout must be positive (got {timeout:g})")
-    confirm = None if yes or dry_run else _confirm_on_terminal
-    options = dict(address=address, timeout=timeout, wait=not no_wait, num_cpus=num_cpus, num_gpus=num_gpus,
-                   preflight=not no_preflight, send_token=send_token, http_host=http_host, dry_run=dry_run,
-                   confirm=confirm, ray_token_env=ray_token_env)
+    options = launch.UpOptions(address=address, ray_token_env=ray_token_env, timeout=timeout, wait=not no_wait,
+                               num_cpus=num_cpus, num_gpus=num_gpus, preflight=not no_preflight, send_token=send_token,
+                               http_host=http_host, dry_run=dry_run, confirm=None if yes or dry_run else _confirm_on_terminal)
     if fix:
         from llmctl.launch.fix import iter_up_fixing
 
-        events = iter_up_fixing(file, approve=_approve_fix(yes), **options)
+        events = iter_up_fixing(file, options, approve=_approve_fix(yes))
     else:
-        events = launch.iter_up(file, **options)
-    view = ProgressView()
-    try:
-        result = drive(events, view, dry_run=dry_run, json_out=json_out)
-    finally:
-        view.close()
-    assert result is not None
-    if dry_run:
-        if not json_out:
-            out.print("dry run: nothing was changed", markup=False)
+        events = launch.iter_up(file, options)
+    result = show(events, dry_run=dry_run, json_out=json_out)
+    if result is None:
         return
     if json_out:
         print_json(result.to_json())

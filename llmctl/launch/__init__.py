@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 _NAMES = {
-    **{n: "deploy" for n in ("compose", "connect", "iter_up", "up")},
+    **{n: "deploy" for n in ("UpOptions", "compose", "connect", "iter_up", "up")},
     **{n: "prepare" for n in ("Prepared", "prepare")},
     "check_models": "watch",
     **{n: "events" for n in ("PlanReady", "Progress", "Step", "UpEvent", "UpResult")},

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Callable, Generator, Iterator
 
@@ -303,37 +304,71 @@ def _deploy_steps(prepared: Prepared, client: ServeClient, target: _address.Targ
     return stale, t_deploy
 
 
-def iter_up(
-    serve_path: Path | str,
-    *,
-    address: str | None = None,
-    timeout: float = 900.0,
-    wait: bool = True,
-    num_cpus: int | None = None,
-    num_gpus: int | None = None,
-    preflight: bool = True,
-    send_token: bool = False,
-    http_host: str | None = None,
-    dry_run: bool = False,
-    confirm: Callable | None = None,
-    source: str | None = None,
-    ray_token_env: str | None = None,
-) -> Iterator[UpEvent]:
+@dataclass(frozen=True)
+class UpOptions:
+    """How :func:`up` / :func:`iter_up` deploy (the CLI builds one from its flags).
+
+    ``address``: a dashboard URL, GCS ``host:port`` or ``ray://host:port``
+    (default: the local head llmctl started, started now if none runs);
+    ``ray_token_env``: the variable holding a remote cluster's Ray token
+    (default: Ray's conventions); ``timeout``: seconds to wait for RUNNING;
+    ``wait=False`` returns once Ray took the config; ``num_cpus`` /
+    ``num_gpus``: of a local head started now (``num_gpus`` None: Ray detects
+    them); ``preflight=False`` skips the resource check; ``send_token`` sends
+    the values of ``${VAR}`` references instead of the references;
+    ``http_host``: where Serve listens on a cluster given with ``address``;
+    ``dry_run`` stops after the plan; ``confirm(plan)`` returning False stops
+    there too (DeployFailed); ``source``: what the history names (default: the
+    file)."""
+
+    address: str | None = None
+    ray_token_env: str | None = None
+    timeout: float = 900.0
+    wait: bool = True
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+    preflight: bool = True
+    send_token: bool = False
+    http_host: str | None = None
+    dry_run: bool = False
+    confirm: Callable | None = None
+    source: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.timeout <= 0:
+            raise UsageError(f"{param('timeout')} must be positive (got {self.timeout:g})", param="timeout")
+
+    @classmethod
+    def of(cls, options: "UpOptions | None" = None, **settings) -> "UpOptions":
+        """``options`` (default: the defaults) with the keyword settings given
+        laid over it; an ``address`` or ``ray_token_env`` of None keeps the
+        one of ``options``. An unknown setting is a TypeError naming the valid ones."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(settings) - set(names))
+        if unknown:
+            raise TypeError(f"up: unknown option(s) {', '.join(unknown)} (UpOptions has {', '.join(names)})")
+        given = {k: v for k, v in settings.items() if v is not None or k not in ("address", "ray_token_env")}
+        return replace(options or cls(), **given)
+
+
+def iter_up(serve_path: Path | str, options: UpOptions | None = None, *, address: str | None = None,
+            ray_token_env: str | None = None, **settings) -> Iterator[UpEvent]:
     """:func:`up` as a generator: yields Step and Progress events as they
     happen and ends with the UpResult (the CLI's progress display)."""
+    o = UpOptions.of(options, address=address, ray_token_env=ray_token_env, **settings)
     t0 = time.monotonic()
-    prepared = yield from _prepare_steps(serve_path, address, send_token, http_host)
-    prepared.source = source or prepared.source  # what the history names (rollback: the entry)
-    if dry_run and _local_default(address) and _cluster.running_state() is None:  # a dry run starts nothing
+    prepared = yield from _prepare_steps(serve_path, o.address, o.send_token, o.http_host)
+    prepared.source = o.source or prepared.source  # what the history names (rollback: the entry)
+    if o.dry_run and _local_default(o.address) and _cluster.running_state() is None:  # a dry run starts nothing
         yield PlanReady(_update.plan_without_cluster(prepared.config, prepared.app_names))
         yield Step("no local Ray head runs: `llmctl up` would start one")
         yield UpResult([], "", None, [m for n in prepared.app_names for m in prepared.model_ids.get(n, [])], 0.0, False, True)
         return
-    client, target, started = yield from _connect_steps(address, num_cpus, num_gpus, ray_token_env)
+    client, target, started = yield from _connect_steps(o.address, o.num_cpus, o.num_gpus, o.ray_token_env)
     with client:
-        if not send_token:
+        if not o.send_token:
             yield from _token_steps(prepared, target)
-        if preflight:
+        if o.preflight:
             yield from _preflight_steps(prepared, client, target)
         from llmctl.launch import apikey
 
@@ -341,17 +376,13 @@ def iter_up(
         uri = apikey.deliver(prepared.config, client, policy_apps(prepared.config), POLICY_MODULE)
         if uri:
             yield Step(f"latency autoscaling policy ({POLICY_PATH}) uploaded to the cluster as {uri} (runtime_env py_modules)")
-        deployed = yield from _deploy_steps(prepared, client, target, http_host, dry_run, confirm)
-        if deployed is None:  # a dry run
+        deployed = yield from _deploy_steps(prepared, client, target, o.http_host, o.dry_run, o.confirm)
+        if deployed is None or not o.wait:  # a dry run, or not waiting for RUNNING
             apps = [a for a in summarize(client.status(), client.url) if a.name in prepared.app_names]
             yield _result(apps, client, target, prepared, time.monotonic() - t0, False, started)
             return
         stale, t_deploy = deployed
-        if not wait:
-            apps = [a for a in summarize(client.status(), client.url) if a.name in prepared.app_names]
-            yield _result(apps, client, target, prepared, time.monotonic() - t0, False, started)
-            return
-        apps = yield from wait_running(client, target, prepared, stale, t0=t0, t_deploy=t_deploy, timeout=timeout)
+        apps = yield from wait_running(client, target, prepared, stale, t0=t0, t_deploy=t_deploy, timeout=o.timeout)
         # RUNNING: the HTTP endpoint must list the models.
         for app in apps:
             if app.endpoint and prepared.model_ids.get(app.name):
@@ -363,38 +394,19 @@ def iter_up(
         yield _result(apps, client, target, prepared, time.monotonic() - t0, True, started)
 
 
-def up(
-    serve_path: Path | str,
-    *,
-    address: str | None = None,
-    timeout: float = 900.0,
-    wait: bool = True,
-    num_cpus: int | None = None,
-    num_gpus: int | None = None,
-    preflight: bool = True,
-    send_token: bool = False,
-    http_host: str | None = None,
-    dry_run: bool = False,
-    confirm: Callable | None = None,
-    on_event: Callable[[Step | Progress], None] | None = None,
-    ray_token_env: str | None = None,
-) -> UpResult:
+def up(serve_path: Path | str, options: UpOptions | None = None, *, address: str | None = None,
+       ray_token_env: str | None = None, on_event: Callable[[Step | Progress], None] | None = None, **settings) -> UpResult:
     """Validate, (start a local head,) preflight, deploy, wait until RUNNING;
     returns the :class:`UpResult` (endpoint, model ids, apps).
 
-    ``address``: a dashboard URL, GCS ``host:port`` or ``ray://host:port``
-    (default: the local head llmctl started, started now if none runs);
-    ``ray_token_env``: the variable holding a remote cluster's Ray token
-    (default: Ray's conventions). ``wait=False`` returns once Ray took the config. Before the PUT the plan
-    (:class:`PlanReady`, llmctl/rollout.py) goes to ``on_event``; ``dry_run``
-    stops there (nothing deployed); ``confirm(plan)`` returning False stops
-    there too (DeployFailed). Progress goes to
-    ``on_event`` (a :class:`Step` or :class:`Progress`; ``print`` shows one
-    line each). Raises ValidationFailed / PreflightFailed (exit 2),
-    DeployFailed (exit 1), ClusterUnreachable (exit 3)."""
-    return run_to_result(iter_up(serve_path, address=address, timeout=timeout, wait=wait, num_cpus=num_cpus, num_gpus=num_gpus,
-                                 preflight=preflight, send_token=send_token, http_host=http_host, dry_run=dry_run,
-                                 confirm=confirm, ray_token_env=ray_token_env), UpResult, on_event)
+    How: an :class:`UpOptions`, or its fields as keywords
+    (``up(path, address=..., timeout=...)``), or both (the keywords win).
+    Before the PUT the plan (:class:`PlanReady`, llmctl/rollout.py) goes to
+    ``on_event``, then progress (a :class:`Step` or :class:`Progress`;
+    ``print`` shows one line each). Raises ValidationFailed / PreflightFailed
+    (exit 2), DeployFailed (exit 1), ClusterUnreachable (exit 3)."""
+    return run_to_result(iter_up(serve_path, options, address=address, ray_token_env=ray_token_env, **settings),
+                         UpResult, on_event)
 
 
 def _result(apps, client, target, prepared, elapsed, running, started) -> UpResult:

@@ -130,18 +130,21 @@ class FixApplied:
     backup: Path
 
 
-def iter_up_fixing(serve_path: Path | str, *, approve: Callable[[FixPlan], bool], rounds: int = MAX_FIX_ROUNDS,
-                   **up_options) -> Iterator:
+def iter_up_fixing(serve_path: Path | str, options=None, *, approve: Callable[[FixPlan], bool],
+                   rounds: int = MAX_FIX_ROUNDS, **settings) -> Iterator:
     """:func:`llmctl.launch.deploy.iter_up` (its events and its UpResult), and when the deploy fails with
     diagnoses that carry changes: :class:`FixNeeded`, then per model a :class:`FixProposed`, ``approve(plan)``
     (False stops with a UsageError: nothing redeployed), :func:`apply` and :class:`FixApplied`; then the deploy
-    again, at most ``rounds`` times. A failure without a fix, or after the last round, is raised as it came."""
+    again, at most ``rounds`` times. A failure without a fix, or after the last round, is raised as it came.
+    ``options`` / ``settings``: the deploy's :class:`llmctl.launch.deploy.UpOptions`, as ``iter_up`` takes them."""
     from llmctl.errors import DeployFailed, UsageError, param
-    from llmctl.launch.deploy import iter_up
+    from llmctl.launch.deploy import UpOptions, iter_up
+
+    options = UpOptions.of(options, **settings)
 
     for attempt in range(rounds + 1):
         try:
-            yield from iter_up(serve_path, **up_options)
+            yield from iter_up(serve_path, options)
             return
         except DeployFailed as e:
             fixable = [(a, m, d) for a, m, d in e.diagnoses if d.changes and m]

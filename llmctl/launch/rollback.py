@@ -65,7 +65,7 @@ def iter_rollback(app: str, *, to: int | None = None, address: str | None = None
                   ray_token_env: str | None = None) -> Iterator[UpEvent]:
     """Redeploy entry ``to`` of ``app``'s history (default: the newest one
     that differs from what runs): yields up's events (the plan first)."""
-    from llmctl.launch.deploy import iter_up
+    from llmctl.launch.deploy import UpOptions, iter_up
 
     target = _address.resolve_target(address, ray_token_env)
     with _cluster(target) as client:
@@ -73,8 +73,9 @@ def iter_rollback(app: str, *, to: int | None = None, address: str | None = None
     yield Step(f"rolling {app} back to entry {entry.n} of its history ({entry.source})")
     path = _update.write_temp_serve(entry, {})
     try:
-        yield from iter_up(path, address=target.dashboard_url if target.local is None else None, timeout=timeout,
-                           dry_run=dry_run, confirm=confirm, source=f"rollback to {entry.n}", ray_token_env=ray_token_env)
+        yield from iter_up(path, UpOptions(address=target.dashboard_url if target.local is None else None, timeout=timeout,
+                                           dry_run=dry_run, confirm=confirm, source=f"rollback to {entry.n}",
+                                           ray_token_env=ray_token_env))
     finally:
         shutil.rmtree(path.parent, ignore_errors=True)
 

@@ -1,4 +1,4 @@
-"""``llmctl check --security [APP]``: what a running app exposes, measured.
+"""``llmctl security [APP]``: what a running app exposes, measured.
 
 Three kinds of checks, each a row of one table:
 

@@ -29,8 +29,11 @@ MXFP4_BYTES = scheme_quant("mxfp4").bytes_per_weight()
 MXFP4_HIDDEN_ALIGN = 256
 MXFP4_INTER_ALIGN = 128
 
-# --dtype values -> (bytes of unquantized tensors, quantization scheme or None
-# meaning "whatever the checkpoint says")
+# The sizing layer's dtype values -> (bytes of unquantized tensors, quantization
+# scheme or None meaning "whatever the checkpoint says"). vLLM's dtypes, plus
+# bare schemes (fp8, int4, …) that size a what-if checkpoint for llmctl's own
+# benches and tests; `plan --dtype` takes vLLM's dtypes only
+# (llmctl.planner.weights: a quantization goes to --quantization).
 _DTYPES: dict[str, tuple[Optional[float], Optional[str]]] = {
     "auto": (None, None),
     "bfloat16": (2, None),

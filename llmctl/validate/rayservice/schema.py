@@ -115,20 +115,12 @@ def _suggest(word: str, options: list[str]) -> str:
     return did_you_mean(word, options)
 
 
+_KINDS = ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"), (list, "a list"),
+          (dict, "a mapping"))  # bool before int: a bool is an int
+
+
 def _kind(v: Any) -> str:
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, int):
-        return "an integer"
-    if isinstance(v, float):
-        return "a number"
-    if isinstance(v, str):
-        return "a string"
-    if isinstance(v, list):
-        return "a list"
-    if isinstance(v, dict):
-        return "a mapping"
-    return "null"
+    return next((name for t, name in _KINDS if isinstance(v, t)), "null")
 
 
 def _message(e) -> str:
