@@ -144,7 +144,7 @@ def test_one_app_on_two_hosts_from_up_to_down(hosts, tiny_model, tmp_path, no_lo
     assert logs.code == 0, logs.err
     assert "[replica LLMServer:tiny-llama" in logs.out and f"@{hosts.worker_ip}]" in logs.out, logs.out[-3000:]
 
-    check = llmctl("check", "--security", "secure", *addr, "--api-key-env", "MH_KEY", "--json", env={**ENV, "MH_KEY": KEY})
+    check = llmctl("security", "secure", *addr, "--api-key-env", "MH_KEY", "--json", env={**ENV, "MH_KEY": KEY})
     assert check.code == 0, check.out + check.err
     rows = check.json()["rows"]
     assert any(r["area"] == "leak" and "log API" in r["target"] for r in rows)
