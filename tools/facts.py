@@ -270,6 +270,9 @@ def recipes_of(row: dict) -> dict:
     extra = [str(a) for a in v.get("extra_args") or []]
     if any("--trust-remote-code" in a for a in extra):
         out["required"] = {"engine_kwargs": {"trust_remote_code": True}, "source": src}
+    fmt = next((a.split("=", 1)[1] for a in extra if a.startswith("--chat-template-content-format=")), None)
+    if fmt:
+        out["serving"] = {"engine_kwargs": {"chat_template_content_format": fmt}, "source": src}
     template = next((a.split("--chat-template", 1)[1].split()[0] for a in extra if a.startswith("--chat-template ")), None)
     if template and "tool_calling" in out:
         out["tool_calling"]["note"] = template_note(template)
