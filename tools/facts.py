@@ -289,7 +289,9 @@ def recipes_of(row: dict) -> dict:
     elif "rerank" in tasks:
         out["pooling"] = {"engine_kwargs": {"runner": "pooling"},
                           "source": "vLLM's pooling runner (--runner pooling; the SequenceClassification architecture "
-                                    "selects scoring), served on /v1/score"}
+                                    "selects scoring), served on /v1/score: vLLM 0.29.0 docs/models/pooling_models/"
+                                    "scoring.md, sections \"Cross-encoder models\" (XLMRobertaForSequenceClassification: "
+                                    "BAAI/bge-reranker-v2-m3) and \"Offline Inference\" (runner=\"pooling\")"}
     else:
         for feature, recipe in family_recipes(row["hf_repo"]).items():
             out.setdefault(feature, recipe)
