@@ -45,14 +45,11 @@ Ray Serve's rules, read in its source (``ray/serve/_private/``):
   (``_surge_replicas_to_start``) and old ones stop only while the running
   count stays at the target (``_surge_replicas_to_stop``): the surge costs
   that many extra replicas' resources, the capacity does not dip.
-- **A DP group is one unit** (``deployment_state.py`` ``_rollout_size``,
-  ``_round_up_to_gang_size``, ``_stop_or_update_outdated_version_replicas``,
-  ``_surge_replicas_to_start``): Ray Serve LLM's DP deployment is
-  gang-scheduled (``dp_server.py``: ``gang_size`` = ``data_parallel_size``,
-  ``RESTART_GANG``), so a wave and a surge are rounded up to whole groups and
-  a group's ranks are stopped together: a change to a DP app's engine
-  arguments restarts whole groups, never 1 rank of N (an app of one group has
-  none serving while it restarts).
+- **A DP group is one unit**: Ray Serve LLM gang-schedules a DP deployment
+  (``dp_server.py``, ``gang_size`` = ``data_parallel_size``), and Serve rounds
+  a wave and a surge up to whole gangs and stops a gang's ranks together
+  (``deployment_state.py`` ``_round_up_to_gang_size``): whole groups restart,
+  never 1 rank of N (an app of one group has none serving meanwhile).
 """
 
 from __future__ import annotations
@@ -369,9 +366,7 @@ def _replicas(opts: dict, current: dict | None) -> int:
 def rollout_of(app: str, dep: str, opts: dict, resources: dict[str, float], current: dict | None,
                gang: int = 1) -> Rollout:
     """Waves of one deployment's rolling restart (see the module doc).
-    ``gang``: the DP size of a DP deployment, whose replicas are ranks and
-    whose ``deployment_config`` counts groups; Serve's running target counts
-    ranks."""
+    ``gang``: a DP deployment's DP size (its config counts groups, Serve's target ranks)."""
     if gang > 1:
         running = (current or {}).get("target_num_replicas")
         n = running if isinstance(running, int) and running > 0 else _replicas(opts, None) * gang
