@@ -74,11 +74,16 @@ class Recipe(_Strict):
     note: Optional[str] = None  # what the recipe asks that llmctl cannot write (e.g. a chat template file)
     chat_template: Optional[str] = None  # the examples/*.jinja of vLLM's repository the source passes with --chat-template
 
+    def settings(self) -> str:
+        """``k=v, …`` of its engine settings ("vLLM's defaults" for none)."""
+        return ", ".join(f"{k}={v}" for k, v in self.engine_kwargs.items()) or "vLLM's defaults"
+
 
 RECIPE_FEATURES = {
     "tool_calling": "tool calling (--tool-calling)",
     "reasoning": "reasoning output (--reasoning)",
     "required": "settings the model needs to load",
+    "serving": "vLLM's documented serving settings",
     "pooling": "embedding / scoring (vLLM's pooling runner)",
     "text_only": "text-only serving of a multimodal model (--inputs text)",
     "image_only": "text and images, no video (--inputs image)",
@@ -112,6 +117,14 @@ class ModelProfile(_Strict):
         """Engine settings of a recipe feature ({} when the model has none)."""
         r = self.recipes.get(feature)
         return dict(r.engine_kwargs) if r is not None else {}
+
+    def applied_recipes(self, engine_kwargs: dict[str, Any]) -> list[tuple[str, Recipe]]:
+        """``[(feature, recipe)]`` that a model's engine settings apply: every
+        setting of the recipe is there, or, for the ``serving`` recipe of a
+        model served with vLLM's defaults (no settings), always."""
+        return [(f, r) for f, r in self.recipes.items()
+                if (r.engine_kwargs and all(engine_kwargs.get(k) == v for k, v in r.engine_kwargs.items()))
+                or (f == "serving" and not r.engine_kwargs)]
 
     @field_validator("id")
     @classmethod

@@ -304,17 +304,12 @@ def recipes_applied(m: ModelSpec) -> list[str]:
     """Which catalog recipes a model's settings apply, and which it could."""
     from llmctl.catalog import RECIPE_FEATURES
 
-    applied, offered = [], []
-    for feature, r in m.profile.recipes.items():
-        if r.engine_kwargs and all(m.engine_extra.get(k) == v for k, v in r.engine_kwargs.items()):
-            shown = ", ".join(f"{k}={v}" for k, v in r.engine_kwargs.items())
-            applied.append(f"recipe applied: {RECIPE_FEATURES.get(feature, feature)}: {shown}")
-        elif feature in ("tool_calling", "reasoning"):
-            offered.append(RECIPE_FEATURES[feature])
-    return applied + ([f"recipes not applied: {', '.join(offered)}"] if offered else [])
+    applied = dict(m.profile.applied_recipes(m.engine_extra))
+    lines = [f"recipe applied: {RECIPE_FEATURES.get(f, f)}: {r.settings()}" for f, r in applied.items()]
+    offered = [RECIPE_FEATURES[f] for f in m.profile.recipes if f in ("tool_calling", "reasoning") and f not in applied]
+    return lines + ([f"recipes not applied: {', '.join(offered)}"] if offered else [])
 
 
 def recipe_notes(m: ModelSpec) -> list[str]:
     """The notes of the catalog recipes a model's settings apply (e.g. a chat template file to provide)."""
-    return [r.note for r in m.profile.recipes.values()
-            if r.note and r.engine_kwargs and all(m.engine_extra.get(k) == v for k, v in r.engine_kwargs.items())]
+    return [r.note for _, r in m.profile.applied_recipes(m.engine_extra) if r.note]

@@ -38,6 +38,15 @@ TARGET_VLLM = "0.29.0"
 _V = f"vLLM {TARGET_VLLM}"
 TOOLS_DOC = f"{_V} docs/features/tool_calling.md"
 REASONING_DOC = f"{_V} docs/features/reasoning_outputs.md"
+MODELS_DOC = f"{_V} docs/models/supported_models.md"
+_TEXT = "List of Text-only Language Models > Text Generation"
+_MM = "List of Multimodal Language Models > Text Generation"
+# What a "serving" row says after its supported-models row: the parser tables were read, and name none.
+_NO_PARSER = ("no tool-call parser for {fam} in " + TOOLS_DOC + " (no section names it) and no reasoning parser in "
+              + REASONING_DOC + ", section \"Supported Models\"; vllm-project/recipes (8959cf6) has no recipe for it")
+_MISTRAL_FORMAT = ("vLLM's defaults: tokenizer_mode, config_format and load_format auto choose the Mistral format "
+                   "(mistral-common tokenizer, params.json, consolidated*.safetensors) when the repo ships it and the "
+                   "Transformers format otherwise (vllm/transformers_utils/config.py get_config, vllm/tokenizers/registry.py)")
 
 
 @dataclass(frozen=True)
@@ -46,18 +55,21 @@ class FamilyRecipe:
 
     family: str  # as shown to users
     pattern: str  # regular expression on the Hugging Face repo id (re.search)
-    feature: str  # "tool_calling" | "reasoning"
-    parser: str
+    feature: str  # "tool_calling" | "reasoning" | "serving" | "text_only" (llmctl.catalog.RECIPE_FEATURES)
+    parser: str  # "" for the settings-only features
     source: str  # file and section of vLLM's documentation (or source) it was read from
     chat_template: Optional[str] = None  # examples/*.jinja the source passes with --chat-template
     note: Optional[str] = None
+    engine: tuple[tuple[str, Any], ...] = ()  # the settings of a "serving" / "text_only" row (none: vLLM's defaults)
 
     def recipe(self) -> dict[str, Any]:
         """The catalog ``recipes.<feature>`` mapping of this row."""
         if self.feature == "tool_calling":
             kwargs: dict[str, Any] = {"enable_auto_tool_choice": True, "tool_call_parser": self.parser}
-        else:
+        elif self.feature == "reasoning":
             kwargs = {"reasoning_parser": self.parser}
+        else:
+            kwargs = {k: (dict(v) if isinstance(v, tuple) else v) for k, v in self.engine}
         out: dict[str, Any] = {"engine_kwargs": kwargs, "source": self.source}
         notes = [template_note(self.chat_template, "vLLM's documentation")] if self.chat_template else []
         notes += [self.note] if self.note else []
@@ -154,6 +166,39 @@ FAMILY_RECIPES: tuple[FamilyRecipe, ...] = (
     FamilyRecipe("GLM-4.5", r"^zai-org/GLM-4\.5", "reasoning", "glm45", _sec(REASONING_DOC, "Supported Models", "GLM-4.5 series")),
     FamilyRecipe("Gemma 4", r"^google/gemma-4-", "reasoning", "gemma4",
                  _sec(REASONING_DOC, "Supported Models", "Gemma 4 series; reasoning off until enable_thinking=True")),
+    # --- families vLLM serves with no parser of their own: the documented serving settings, and where the
+    # parser tables were read without finding one (docs/models/supported_models.md names each as supported)
+    *(FamilyRecipe(fam, pattern, "serving", "", _sec(MODELS_DOC, table, row) + "; " + _NO_PARSER.format(fam=fam),
+                   note=note) for fam, pattern, table, row, note in (
+        ("Gemma 2", r"^google/gemma-2-", _TEXT, "Gemma2ForCausalLM: google/gemma-2-9b, google/gemma-2-27b",
+         "served with vLLM's defaults"),
+        ("Gemma 3", r"^google/gemma-3-(4|12|27)b-it$", _MM,
+         "Gemma3ForConditionalGeneration, T + I: google/gemma-3-4b-it, google/gemma-3-27b-it",
+         "served with vLLM's defaults; --inputs text writes the text-only limits of "
+         "docs/configuration/conserving_memory.md"),
+        ("Phi-3.5 / Phi-4", r"^microsoft/(Phi-3\.5-mini-instruct|phi-4)$", _TEXT,
+         "Phi3ForCausalLM: microsoft/Phi-4, microsoft/Phi-3-mini-4k-instruct",
+         "served with vLLM's defaults; vllm-project/recipes Microsoft/Phi-4.md serves only the Phi-4-mini, "
+         "-reasoning and -multimodal variants (Phi-4-mini-instruct, which has a parser, is its own row)"),
+        ("Mixtral", r"^mistralai/Mixtral-8x7B-Instruct-v0\.1$", _TEXT,
+         "MixtralForCausalLM: mistralai/Mixtral-8x7B-Instruct-v0.1",
+         _MISTRAL_FORMAT + "; the mistral tool-call parser reads [TOOL_CALLS], a token this model's v1 vocabulary "
+         "(32,000 tokens) does not have"),
+        ("Pixtral (Transformers port)", r"^mistral-community/pixtral-12b$", _MM,
+         "LlavaForConditionalGeneration, T + I, 'Pixtral (HF Transformers)': mistral-community/pixtral-12b",
+         "the Transformers-format port, loaded with vLLM's defaults (config.json, no consolidated*.safetensors: "
+         "the hf format); tokenizer_mode/config_format/load_format mistral apply to mistralai/Pixtral-12B-2409 "
+         "(PixtralForConditionalGeneration, 'Pixtral (Mistral format)'), a different repo"),
+    )),
+    # text-only serving of a multimodal model: no memory reserved for images
+    FamilyRecipe("Gemma 3", r"^google/gemma-3-(4|12|27)b-it$", "text_only", "",
+                 _sec(f"{_V} docs/configuration/conserving_memory.md", "Multi-modal input limits",
+                      "runs google/gemma-3-27b-it for text-only inference with limit_mm_per_prompt={\"image\": 0}"),
+                 engine=(("limit_mm_per_prompt", (("image", 0),)),)),
+    FamilyRecipe("Pixtral (Transformers port)", r"^mistral-community/pixtral-12b$", "text_only", "",
+                 _sec(f"{_V} docs/configuration/conserving_memory.md", "Multi-modal input limits",
+                      "disable unused modalities completely by setting its limit to zero"),
+                 engine=(("limit_mm_per_prompt", (("image", 0),)),)),
 )
 
 

@@ -19,6 +19,7 @@ from typing import Any, Optional
 import yaml
 
 from llmctl import sizing
+from llmctl.catalog import RECIPE_FEATURES
 from llmctl._version import __version__
 from llmctl.errors import LlmctlError, OutputExists, param
 from llmctl.paths import data_dir, write_all_atomic
@@ -270,7 +271,10 @@ def render_spec(spec: DeploymentSpec, output_dir: Path, *, now: Optional[datetim
                 "gang-scheduled and restarts as a unit)")
         if m.role:
             scaling = (scaling + "; " if scaling else "") + f"the {m.role} pool of a prefill/decode app"
+        recipe_note = [line for f, r in m.profile.applied_recipes(m.engine_extra)
+                       for line in comment_lines(f"Recipe, {RECIPE_FEATURES.get(f, f)}: {r.settings()}. Source: {r.source}.")]
         text = render_template("llm_config.yaml.j2", data, model_id=m.model_id, path=str(path), profile_note=note,
+                               recipe_note=recipe_note,
                                autoscaling_note=comment_lines(f"Autoscaling: {scaling}." if scaling else ""),
                                nodes=sizing.nodes_of(m.gpu, m.tp, m.pp))
         docs.append(Rendered(path, text, data))

@@ -45,6 +45,11 @@ Ray Serve's rules, read in its source (``ray/serve/_private/``):
   (``_surge_replicas_to_start``) and old ones stop only while the running
   count stays at the target (``_surge_replicas_to_stop``): the surge costs
   that many extra replicas' resources, the capacity does not dip.
+- **A DP group is one unit**: Ray Serve LLM gang-schedules a DP deployment
+  (``dp_server.py``, ``gang_size`` = ``data_parallel_size``), and Serve rounds
+  a wave and a surge up to whole gangs and stops a gang's ranks together
+  (``deployment_state.py`` ``_round_up_to_gang_size``): whole groups restart,
+  never 1 rank of N (an app of one group has none serving meanwhile).
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from llmctl.builders import app_llm_configs, ingress_deployment_name, llm_deployments
+from llmctl.builders import LLM_CONFIG_FIELDS, app_llm_configs, ingress_deployment_name, llm_deployments
 from llmctl.placement import replica_bundles
 
 IN_PLACE = "in place"
@@ -109,6 +114,23 @@ class Rollout:
     serving_min: int  # replicas serving during a wave
     replica_resources: dict[str, float]
     extra: dict[str, float]  # resources needed on top of what the deployment holds, during the rollout
+    gang: int = 1  # ranks of a DP group (replicas, wave, surge and serving_min count ranks: whole groups of them)
+
+    def describe(self) -> str:
+        res = ", ".join(f"{k} {v:g}" for k, v in sorted(self.replica_resources.items()))
+        extra = ", ".join(f"{k} {v:g}" for k, v in sorted(self.extra.items())) or "none"
+        how = (f"{self.surge} replacement(s) started before old ones stop (max_surge_percent)" if self.surge
+               else "an old replica stops before its replacement starts")
+        if self.gang > 1:
+            g = self.gang
+            how = (f"{self.surge // g} replacement group(s) started before old ones stop (max_surge_percent)" if self.surge
+                   else "an old group stops before its replacement starts")
+            return (f"rollout {self.deployment}: {self.replicas // g} DP group(s) of {g} ranks ({res} each rank), "
+                    f"restarted a whole group at a time (Ray gang-schedules a DP group: all {g} ranks stop and start "
+                    f"together), in {self.waves} wave(s) of {self.wave // g} group(s); {how}; "
+                    f"{self.serving_min // g} of {self.replicas // g} group(s) serving during a wave; extra resources: {extra}")
+        return (f"rollout {self.deployment}: {self.replicas} replica(s) ({res} each) in {self.waves} wave(s) of "
+                f"{self.wave}; {how}; {self.serving_min} of {self.replicas} serving during a wave; extra resources: {extra}")
 
 
 @dataclass
@@ -160,15 +182,11 @@ class Plan:
                 out.append("  llmctl sends the in-place fields as `deployments:` overrides, so the app's code version "
                            "(import_path, runtime_env, args) stays and no replica restarts")
             for r in (r for r in self.rollouts if r.app == app):
-                res = ", ".join(f"{k} {v:g}" for k, v in sorted(r.replica_resources.items()))
-                extra = ", ".join(f"{k} {v:g}" for k, v in sorted(r.extra.items())) or "none"
-                how = (f"{r.surge} replacement(s) started before old ones stop (max_surge_percent)" if r.surge
-                       else "an old replica stops before its replacement starts")
-                out.append(f"  rollout {r.deployment}: {r.replicas} replica(s) ({res} each) in {r.waves} wave(s) of "
-                           f"{r.wave}; {how}; {r.serving_min} of {r.replicas} serving during a wave; extra resources: {extra}")
+                out.append("  " + r.describe())
                 if r.serving_min == 0:
-                    out.append(f"  warning: {r.deployment} has no replica serving during its wave: requests wait "
-                               "(more replicas, or deployment_config.max_surge_percent, keep one serving)")
+                    one = "DP group" if r.gang > 1 else "replica"
+                    out.append(f"  warning: {r.deployment} has no {one} serving during its wave: requests wait "
+                               f"(more {one}s, or deployment_config.max_surge_percent, keep one serving)")
         gpus = self.extra_resources().get("GPU", 0.0)
         out.append(f"extra GPUs during the rollout: {gpus:g}")
         return out
@@ -345,17 +363,28 @@ def _replicas(opts: dict, current: dict | None) -> int:
     return n if isinstance(n, int) and n > 0 else 1
 
 
-def rollout_of(app: str, dep: str, opts: dict, resources: dict[str, float], current: dict | None) -> Rollout:
-    """Waves of one deployment's rolling restart (see the module doc)."""
-    n = _replicas(opts, current)
+def rollout_of(app: str, dep: str, opts: dict, resources: dict[str, float], current: dict | None,
+               gang: int = 1) -> Rollout:
+    """Waves of one deployment's rolling restart (see the module doc).
+    ``gang``: a DP deployment's DP size (its config counts groups, Serve's target ranks)."""
+    if gang > 1:
+        running = (current or {}).get("target_num_replicas")
+        n = running if isinstance(running, int) and running > 0 else _replicas(opts, None) * gang
+    else:
+        n = _replicas(opts, current)
     pct = float(opts.get("rolling_update_percentage") or DEFAULT_ROLLING_UPDATE_PERCENTAGE)
-    wave = max(int(pct * n), 1)
+    wave = _whole_groups(max(int(pct * n), 1), gang)
     surge_pct = int(opts.get("max_surge_percent") or 0)
     if surge_pct > 0:
-        surge = (surge_pct * n + 99) // 100
+        surge = _whole_groups((surge_pct * n + 99) // 100, gang)
         return Rollout(app, dep, n, wave, math.ceil(n / wave), surge, n, resources,
-                       {k: v * surge for k, v in resources.items() if v})
-    return Rollout(app, dep, n, wave, math.ceil(n / wave), 0, max(n - wave, 0), resources, {})
+                       {k: v * surge for k, v in resources.items() if v}, gang)
+    return Rollout(app, dep, n, wave, math.ceil(n / wave), 0, max(n - wave, 0), resources, {}, gang)
+
+
+def _whole_groups(replicas: int, gang: int) -> int:
+    """Replicas rounded up to whole DP groups (deployment_state.py _round_up_to_gang_size)."""
+    return math.ceil(max(replicas, gang) / gang) * gang if gang > 1 else replicas
 
 
 def _resources(app: dict, dep: str) -> dict[str, float]:
@@ -375,7 +404,7 @@ def _raw(app: dict) -> dict[str, Any]:
     args = app.get("args") or {}
     if "ingress_deployment_config" in args:
         out[ingress_deployment_name(app)] = args.get("ingress_deployment_config")
-    rest = {k: v for k, v in args.items() if k not in ("llm_configs", "ingress_deployment_config")}
+    rest = {k: v for k, v in args.items() if k not in (*LLM_CONFIG_FIELDS, "ingress_deployment_config")}
     if rest or not _is_llm_app(app):
         out["(args)"] = rest if _is_llm_app(app) else args
     return out
@@ -424,8 +453,13 @@ def plan(status: dict, payload: dict, names: list[str], lifted: list[str] | None
             result.changes.append(Change(name, None, "code version", None, None, ROLLING,
                                          "the autoscaling policies or request routers of the `deployments:` overrides "
                                          "changed (deploy_utils.get_app_code_version)"))
+        gangs = {d: dp for d, _, dp in llm_deployments(new) if dp > 1}
+        for c in result.changes:
+            if c.app == name and c.kind == ROLLING and c.deployment in gangs:
+                c.why += f"; a DP group restarts as a unit (all {gangs[c.deployment]} ranks together)"
         for dep in sorted(restart):
-            result.rollouts.append(rollout_of(name, dep, new_eff.get(dep, {}), _resources(new, dep), deps_now.get(dep)))
+            result.rollouts.append(rollout_of(name, dep, new_eff.get(dep, {}), _resources(new, dep), deps_now.get(dep),
+                                              gangs.get(dep, 1)))
     for name, cur in apps.items():
         if name not in {a.get("name", "default") for a in payload.get("applications") or []}:
             result.changes.append(Change(name, None, "", None, None, REMOVED_APP, "removed: its replicas stop"))
@@ -457,8 +491,8 @@ def surge_problem(p: Plan, free_pools: list[dict[str, float]]) -> str | None:
 
     pools = copy.deepcopy(free_pools)
     for r in p.rollouts:
-        for _ in range(r.surge):
-            if not place_replica([r.replica_resources], "PACK", pools):
+        for _ in range(r.surge // r.gang):  # a DP group's ranks are placed together (one gang placement group, PACK)
+            if not place_replica([r.replica_resources] * r.gang, "PACK", pools):
                 need = ", ".join(f"{k} {v:g}" for k, v in sorted(r.extra.items()))
                 return (f"{r.app}/{r.deployment}: the rollout starts {r.surge} replacement(s) before stopping old ones "
                         f"(max_surge_percent) and needs {need} free, which the cluster does not have: it would stall "

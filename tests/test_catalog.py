@@ -277,3 +277,20 @@ def test_every_model_has_its_default_layout_on_every_gpu_it_fits_on():
             assert (entry.kind == "single node") == (rec is not None), (p.id, gpu.name)
         assert p.layouts, p.id
     assert kinds == {"single node", "DP+EP", "multi-node"}
+
+
+def test_the_catalog_holds_70_models_each_with_a_sourced_recipe_shown_by_models(capsys):
+    """Issue 40's done-when: at least 70 models, every one with a recipe (each naming its source: a file of
+    vLLM's docs or source, or a vllm-project/recipes file) and a default layout where it fits; `llmctl
+    models` shows both."""
+    assert len(CATALOG) >= 70
+    for p in CATALOG.values():
+        assert p.recipes, p.id
+        assert all(r.source.strip() for r in p.recipes.values()), p.id
+    r = run_cli(capsys, "models", "--json")
+    assert all(d["recipes"] and all(v["source"] for v in d["recipes"].values()) for d in r.json())
+    r = run_cli(capsys, "models", "--family", "gemma-2")
+    header = next(line for line in r.out.splitlines() if "recipe" in line and "layout on H100" in line)
+    row = next(line for line in r.out.splitlines() if "gemma-2-9b-it" in line)
+    cells = [c.strip() for c in row.split("│")]
+    assert cells[[c.strip() for c in header.split("┃")].index("recipe")] == "serving"

@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # the docs name none for the model:
 # - deepseek-r1-distill-*: reasoning only (reasoning_outputs.md: DeepSeek R1 series, tool calling ✗)
 # - gemma-2/3, phi-3.5-mini, phi-4, qwen3-vl-8b-instruct: no tool-call or reasoning parser in
-#   vLLM's docs for the family (Qwen3-VL's vLLM recipe names none either)
+#   vLLM's docs for the family (Qwen3-VL's vLLM recipe names none either); the first five have a
+#   "serving" recipe that says so, with the supported-models row they are served by
 # - mixtral-8x7b-instruct-v0.1: not a function-calling model (32,000-token v1 vocabulary, no
 #   [TOOL_CALLS] token, which the mistral parser reads)
 # - pixtral-12b: the Transformers port (mistral-community); vLLM documents no tool calling for it
@@ -95,11 +96,13 @@ EXPECTED = {
     "qwen3-vl-8b-instruct": (None, None),
     "qwen3.5-27b": ("qwen3_coder", "qwen3"),
     # issue 36 round 2 additions
-    "glm-5": (None, None),  # no vLLM recipe or doc section for GLM-5 was read (the GLM-4.x family rows do not cover it)
-    "glm-5.1-fp8": (None, None),
+    "glm-5": ("glm47", "glm45"),  # vllm-project/recipes models/zai-org/GLM-5.yaml
+    "glm-5.1-fp8": ("glm47", "glm45"),  # …/GLM-5.1.yaml (its fp8 variant)
     "minimax-m2.7": ("minimax_m2", "minimax_m2_append_think"),  # vllm-project/recipes#330
-    "nvidia-nemotron-3-nano-30b-a3b-bf16": (None, None),  # the recipe quoted names no parser
-    "nvidia-nemotron-3-super-120b-a12b-fp8": (None, None),
+    # models/nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.yaml: its reasoning parser (nano_v3) is a plugin file
+    # vLLM 0.29 does not register; …/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.yaml (fp8 variant)
+    "nvidia-nemotron-3-nano-30b-a3b-bf16": ("qwen3_coder", None),
+    "nvidia-nemotron-3-super-120b-a12b-fp8": ("qwen3_xml", "nemotron_v3"),
     "qwen3-1.7b": ("hermes", "qwen3"),
     "qwen3-235b-a22b": ("hermes", "qwen3"),
     "qwen3-coder-30b-a3b-instruct": ("qwen3_xml", None),  # vLLM's tool-calling docs, Qwen3-Coder section
@@ -122,9 +125,50 @@ def test_each_model_has_the_documented_parsers(model_id):
         r = p.recipes.get(feature)
         if r is None:
             continue
-        assert r.source.strip() and ("vLLM 0.29.0 docs/" in r.source or "vllm/" in r.source or r.source.startswith("R ")), r.source
+        assert _sourced(r.source), r.source
         if feature == "tool_calling":
             assert r.engine_kwargs["enable_auto_tool_choice"] is True
+
+
+def _sourced(source: str) -> bool:
+    """A source names the file it was read from: vLLM's docs or source, or a vllm-project/recipes file (R …)."""
+    return bool(source.strip()) and ("vLLM 0.29.0 docs/" in source or "vllm/" in source or source.startswith("R "))
+
+
+@pytest.mark.parametrize("model_id", sorted(CATALOG))
+def test_every_catalog_model_has_a_sourced_recipe(model_id):
+    """Issue 40: every catalog model has a recipe, each naming the file (and section) it was read from;
+    a model whose family vLLM documents no parser for says so in a "serving" recipe, with the documented
+    settings (vLLM's defaults, when none) and the supported-models row it is served by."""
+    from llmctl.catalog import RECIPE_FEATURES
+
+    p = CATALOG[model_id]
+    assert p.recipes, model_id
+    for feature, r in p.recipes.items():
+        assert feature in RECIPE_FEATURES and _sourced(r.source), (feature, r.source)
+    if EXPECTED[model_id] == (None, None) and p.task not in ("embed", "rerank") and "serving" in p.recipes:
+        assert "no tool-call parser" in p.recipes["serving"].source and "supported_models.md" in p.recipes["serving"].source
+
+
+def _comment_text(path: Path) -> str:
+    return "".join(line[1:] for line in path.read_text().splitlines() if line.startswith("#")).replace(" ", "")
+
+
+@pytest.mark.parametrize("model_id", sorted(CATALOG))
+def test_gen_config_yes_writes_the_models_recipe_with_its_source(capsys, tmp_path, model_id):
+    """`gen-config --yes` (no feature flags) writes what the model always needs (required, serving, pooling
+    settings) into engine_kwargs, and names every recipe it applies with its source in the model file."""
+    p = CATALOG[model_id]
+    r = run_cli(capsys, "gen-config", "-m", model_id, *_gpu_args(p), "--yes", "-o", tmp_path)
+    assert r.code == 0, r.err
+    (written,) = (tmp_path / "model_config").glob("*.yaml")
+    ek = load_yaml(written)["engine_kwargs"]
+    always = {f: p.recipes[f] for f in ("required", "serving", "pooling") if f in p.recipes}
+    for f, recipe in always.items():
+        assert {k: ek.get(k) for k in recipe.engine_kwargs} == recipe.engine_kwargs, f
+        assert recipe.source.replace(" ", "") in _comment_text(written), f
+        assert f"{model_id}: recipe applied: " in r.out
+    assert always or p.recipes.keys() <= {"tool_calling", "reasoning", "text_only", "image_only"}
 
 
 # --------------------------------------------------------------------------

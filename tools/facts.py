@@ -270,6 +270,9 @@ def recipes_of(row: dict) -> dict:
     extra = [str(a) for a in v.get("extra_args") or []]
     if any("--trust-remote-code" in a for a in extra):
         out["required"] = {"engine_kwargs": {"trust_remote_code": True}, "source": src}
+    fmt = next((a.split("=", 1)[1] for a in extra if a.startswith("--chat-template-content-format=")), None)
+    if fmt:
+        out["serving"] = {"engine_kwargs": {"chat_template_content_format": fmt}, "source": src}
     template = next((a.split("--chat-template", 1)[1].split()[0] for a in extra if a.startswith("--chat-template ")), None)
     if template and "tool_calling" in out:
         out["tool_calling"]["note"] = template_note(template)
@@ -286,7 +289,9 @@ def recipes_of(row: dict) -> dict:
     elif "rerank" in tasks:
         out["pooling"] = {"engine_kwargs": {"runner": "pooling"},
                           "source": "vLLM's pooling runner (--runner pooling; the SequenceClassification architecture "
-                                    "selects scoring), served on /v1/score"}
+                                    "selects scoring), served on /v1/score: vLLM 0.29.0 docs/models/pooling_models/"
+                                    "scoring.md, sections \"Cross-encoder models\" (XLMRobertaForSequenceClassification: "
+                                    "BAAI/bge-reranker-v2-m3) and \"Offline Inference\" (runner=\"pooling\")"}
     else:
         for feature, recipe in family_recipes(row["hf_repo"]).items():
             out.setdefault(feature, recipe)

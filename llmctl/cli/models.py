@@ -18,6 +18,16 @@ def _fmt_params(n: Optional[int]) -> str:
     return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
 
 
+def _recipe(p) -> str:
+    """The model's recipes in short: its parsers, else the settings-only ones (the full text: --json)."""
+    tool, think = p.recipe_for("tool_calling").get("tool_call_parser"), p.recipe_for("reasoning").get("reasoning_parser")
+    parts = ([f"tools:{tool}"] if tool else []) + ([f"reasoning:{think}"] if think else [])
+    if not parts:
+        parts = [short for f, short in (("pooling", "pooling"), ("serving", "serving"), ("text_only", "text-only"),
+                                        ("image_only", "image-only")) if f in p.recipes]
+    return " ".join(parts) or "-"
+
+
 @app.command("models")
 def models_cmd(
     json_: JsonOpt = False,
@@ -45,7 +55,7 @@ def models_cmd(
     from rich.table import Table
 
     table = Table(title=f"llmctl model catalog ({len(entries)} models)")
-    for col in ("id", "hf repo", "family", "task", "params", "ctx", "gated", f"layout on {g.name}"):
+    for col in ("id", "hf repo", "family", "task", "params", "ctx", "gated", "recipe", f"layout on {g.name}"):
         table.add_column(col, overflow="fold")
     for p in entries:
         a = p.architecture
@@ -54,7 +64,7 @@ def models_cmd(
         params = _fmt_params(total) + (f" ({_fmt_params(active)} active)" if active and total and active != total else "")
         ctx = f"{a.max_position_embeddings // 1024}k" if a and a.max_position_embeddings else "?"
         lay = p.layouts.get(g.name)
-        table.add_row(p.id, p.hf_repo, p.family, p.task, params, ctx, "yes" if p.gated else "no",
+        table.add_row(p.id, p.hf_repo, p.family, p.task, params, ctx, "yes" if p.gated else "no", _recipe(p),
                       lay.describe() if lay else "-")
     out.print(table)
     out.print("Use an id with: llmctl gen-config --model ID   (or llmctl plan --model ID)")

@@ -95,13 +95,25 @@ class _Model:
     acc: str
     tp: int
     pp: int
-    min_r: int
+    min_r: int  # replicas: ranks, for a DP deployment (groups x data_parallel_size)
     max_r: int
     auto: bool = False  # num_replicas: auto (Serve's default bounds, unless autoscaling_config gives them)
+    dp: int = 1  # data_parallel_size: ranks of one DP group
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp
+
+    def pod_unit(self, node: Optional[int]) -> int:
+        """The GPUs a pod is sized to hold for this model: one replica's TP x
+        PP; for a DP group whose ranks fit a node, the group's ranks up to a
+        node. Ray Serve LLM places a DP group as one gang placement group of
+        every rank's bundles, PACK (dp_server.py: gang_size
+        data_parallel_size, GangPlacementStrategy.PACK), so its ranks go to
+        as few nodes as hold them: pods of whole ranks, a node's worth at most."""
+        if self.dp > 1 and node and node % self.gpus == 0:
+            return min(node, self.dp * self.gpus)
+        return self.gpus
 
 
 def _models(serve: dict, serve_path: str) -> list[_Model]:
@@ -128,7 +140,7 @@ def _models(serve: dict, serve_path: str) -> list[_Model]:
             mn, mx = mn * dp, mx * dp
             out.append(_Model(where, str(mid), acc, int(ek.get("tensor_parallel_size", 1)),
                               int(ek.get("pipeline_parallel_size", 1)), mn, mx,
-                              isinstance(dc, dict) and dc.get("num_replicas") == "auto"))
+                              isinstance(dc, dict) and dc.get("num_replicas") == "auto", dp))
     if not out:
         raise UsageError(f"{serve_path}: no Ray Serve LLM application to convert")
     return out
@@ -137,16 +149,22 @@ def _models(serve: dict, serve_path: str) -> list[_Model]:
 def _group_gpus(ms: list[_Model], acc: str, default: Optional[int], per_type: dict[str, int]) -> tuple[int, str]:
     given = per_type.get(acc, default)
     if given is None:
-        g = math.lcm(*[m.gpus for m in ms])
         from llmctl.hardware import by_ray_type
 
         row = by_ray_type(acc)
         node = row.gpus_per_node if row is not None and not row.is_cpu else None
+        g = math.lcm(*[m.pod_unit(node) for m in ms])
         if node and g > node and all(node % m.tp == 0 and (m.gpus % node == 0 or node % m.gpus == 0) for m in ms):
-            # a replica larger than a node: one pod per node, its pipeline stages over several pods
-            return node, f"one {acc} node; a replica larger than that spans several pods"
+            # a replica (or DP group) larger than a node: one pod per node, its stages / ranks over several pods
+            return node, f"one {acc} node; a replica or DP group larger than that spans several pods"
+        dp = [m for m in ms if m.pod_unit(node) != m.gpus]
+        if len(ms) == 1 and dp:
+            m = dp[0]
+            return g, (f"{m.model_id}'s DP group: {m.dp} ranks x TP {m.tp} x PP {m.pp}, whole ranks per pod, "
+                       f"at most one {acc} node ({node} GPUs)")
         return g, (f"{ms[0].model_id}'s TP x PP" if len(ms) == 1
-                   else "the least common multiple of the models' TP x PP")
+                   else "the least common multiple of the models' TP x PP" + (" (a DP group's: its ranks up to a node)"
+                                                                              if dp else ""))
     for m in ms:
         if given < m.tp or given % m.tp:
             raise UsageError(f"--gpus-per-node: {given} GPUs per {acc} pod cannot hold {m.model_id}'s TP {m.tp} inside one pod "
@@ -240,7 +258,7 @@ def build(serve: dict, serve_path: str, opts: KubeOptions) -> Manifest:
         groups.append(dict(acc=acc, models=ms, gpus=g, gpus_from=g_from, pods_min=pods_min, pods_max=pods_max,
                            label=nodes.label_for(opts.node_selector, acc),
                            declare=nodes.undetected(acc) or pods_min == 0,
-                           shm=any(m.tp > 1 or m.pp > 1 for m in ms)))
+                           shm=any(m.tp > 1 or m.pp > 1 or m.dp > 1 for m in ms)))
     autoscaling = any(gr["pods_max"] > gr["pods_min"] for gr in groups)
     if opts.node_selector != "none":
         for gr in groups:

@@ -87,7 +87,8 @@ def _group(gr: dict, image: str, token: tuple[list[dict], list[dict], list[dict]
                    + ("Ray never detects A100-40G/A100-80G on its own (a node only gets A100)." if nodes.undetected(acc)
                       else "with 0 pods at rest the autoscaler learns the type only from here (kuberay#863)."))
     if gr["shm"]:
-        why.append("/dev/shm as memory: Kubernetes' 64 MB default breaks NCCL for tensor/pipeline parallelism.")
+        why.append("/dev/shm as memory: Kubernetes' 64 MB default breaks NCCL for tensor/pipeline parallelism and a "
+                   "DP group's expert-parallel all-to-all.")
     return group, why
 
 

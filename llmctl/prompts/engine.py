@@ -114,6 +114,7 @@ def recipe_args(session: Session, flags: Flags, profile: ModelProfile) -> dict[s
     opt-in: --tool-calling / --reasoning)."""
     out: dict[str, Any] = {}
     out.update(profile.recipe_for("required"))
+    out.update(profile.recipe_for("serving"))
     out.update(profile.recipe_for("pooling"))
     for feature, flag, value in (("tool_calling", "--tool-calling", flags.tool_calling), ("reasoning", "--reasoning", flags.reasoning)):
         recipe = profile.recipe_for(feature)
