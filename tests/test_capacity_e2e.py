@@ -18,7 +18,7 @@ import pytest
 from helpers import Proc
 from helpers import llmctl
 
-pytestmark = [pytest.mark.cluster, pytest.mark.engine]
+pytestmark = [pytest.mark.cluster, pytest.mark.engine, pytest.mark.long]  # minutes of load: make test-long
 ROOT = Path(__file__).resolve().parents[1]
 
 

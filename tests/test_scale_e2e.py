@@ -15,10 +15,13 @@ with 1–2 replicas, a short --downscale-delay and an API key, no hand edits):
   - `rollback`: the plan names the change back, the deployed config is the
     earlier one again, in place.
 
-The tests run in file order on the one app: the rollout raises min_replicas
-to 2 right after the load, while the load's second replica still runs (no
-vLLM start of its own; run alone, it starts the second replica). Waits poll
-with deadlines; generated text unasserted."""
+The scaling and the changes under load are marked ``long`` (minutes of load
+and three engine starts: `make test-long`, which CI runs after `make test`);
+the bench tests run in `make test`. The tests run in file order on the one
+app: the rollout raises min_replicas to 2 right after the load, while the
+load's second replica still runs (no vLLM start of its own; run alone, it
+starts the second replica). Waits poll with deadlines; generated text
+unasserted."""
 
 from __future__ import annotations
 
@@ -147,6 +150,7 @@ def test_bench_ctrl_c_prints_the_summary_so_far(day2_app, cluster_home):
     assert "interrupted" in r.out and "requests done / failed" in r.out
 
 
+@pytest.mark.long
 def test_load_scales_up(day2_app, cluster_home):
     assert _llm_replicas(APP) == (1, 1)
     # The load outlasts every wait below (it is interrupted once they pass), so
@@ -245,6 +249,7 @@ def _history(app: str) -> list[dict]:
     return h.json()[app]
 
 
+@pytest.mark.long
 def test_rolling_then_in_place_then_rollback(day2_app, cluster_home, tmp_path):
     serve, model_cfg = day2_app["serve"], day2_app["model_config"]
     dash = cluster_home.dashboard_url
@@ -318,6 +323,7 @@ def test_rolling_then_in_place_then_rollback(day2_app, cluster_home, tmp_path):
     assert len(rows) == n0 + 3 and rows[-1]["current"] and rows[-1]["source"] == f"rollback to {n0 + 1}", rows
 
 
+@pytest.mark.long
 def test_back_to_one_replica_without_load(day2_app, cluster_home):
     """The way back down: min_replicas 1 again (in place), no load: Serve
     stops the second replica after the downscale delay."""
