@@ -283,6 +283,7 @@ def case_plan(case: dict[str, Any], s: Optional[Setup] = None) -> Plan:
         executor=s.executor,
         language_model_only=_flag(case, "language_model_only"),
         num_speculative_tokens=_speculative_tokens(case),
+        decode_context_parallel_size=case.get("decode_context_parallel_size") or 1,
     )
 
 
