@@ -668,3 +668,20 @@ def test_decode_context_parallel_multiplies_tokens():
     assert four.kv_cache_gib == one.kv_cache_gib
     assert four.kv_cache_tokens == 4 * one.kv_cache_tokens
     assert four.max_concurrency == pytest.approx(4 * one.max_concurrency, rel=0.01)
+
+
+def test_gemma4_audio_tower_parameters_match_transformers():
+    """llmctl's count of Gemma 4's audio tower equals the module vLLM builds (transformers'
+    Gemma4AudioModel via AutoModel.from_config), for the defaults and a smaller shape."""
+    torch = pytest.importorskip("torch")
+    g4 = pytest.importorskip("transformers.models.gemma4.configuration_gemma4")
+    from transformers import AutoModel
+
+    from llmctl.vision import gemma4_audio_parameters
+
+    for kw in ({}, {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "subsampling_conv_channels": [16, 8],
+                    "conv_kernel_size": 3, "output_proj_dims": 384}):
+        with torch.device("meta"):
+            m = AutoModel.from_config(g4.Gemma4AudioConfig(**kw))
+        want = sum(p.numel() for p in m.parameters()) + (kw.get("output_proj_dims", 1536)) * 2560
+        assert gemma4_audio_parameters({"model_type": "gemma4_audio", **kw}, 2560) == want, kw
