@@ -41,8 +41,10 @@ def _positions(max_pos: int, rs: dict) -> int:
     if kind == "linear":
         return int(max_pos * factor)
     if kind in ("yarn", "deepseek_yarn", "deepseek_llama_scaling"):
-        orig = rs.get("original_max_position_embeddings")
-        return int(int(orig) * factor) if orig else max_pos
+        try:
+            return int(int(rs["original_max_position_embeddings"]) * factor)
+        except (KeyError, TypeError, ValueError):  # vLLM requires it; a config without it: the plain length
+            return max_pos
     return max_pos
 
 
