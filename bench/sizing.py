@@ -140,7 +140,8 @@ def _cap(case: dict[str, Any], p: Plan, kv_bytes: float, pp: int):
                        kv_cache_dtype=case.get("kv_cache_dtype") or "auto", dtype=case.get("dtype") or "auto",
                        max_num_batched_tokens=p.max_num_batched_tokens, vllm_version=p.vllm_version,
                        executor=p.executor, prefix_caching=setup(case).prefix_caching,
-                       speculative_tokens=_speculative_tokens(case) if case_arch(case).num_nextn_predict_layers else 0)
+                       speculative_tokens=_speculative_tokens(case) if case_arch(case).num_nextn_predict_layers else 0,
+                       dcp=case.get("decode_context_parallel_size") or 1)
 
 
 def _pool_blocks(case: dict[str, Any], p: Plan) -> int:

@@ -124,7 +124,9 @@ def from_flat(c: dict[str, Any], q: dict[str, Any]) -> dict[str, Any]:
 
 
 def case_arch(case: dict[str, Any]) -> ModelArch:
-    return arch_from_hf_config(dict(case["config_dict"]))
+    """The case's config; the evaluation file's ``config_update`` (keys a stored
+    copy lacks, each with its source there) is merged over it."""
+    return arch_from_hf_config({**case["config_dict"], **(case.get("evaluation") or {}).get("config_update", {})})
 
 
 def _log(case: dict[str, Any]) -> str:
@@ -283,6 +285,7 @@ def case_plan(case: dict[str, Any], s: Optional[Setup] = None) -> Plan:
         executor=s.executor,
         language_model_only=_flag(case, "language_model_only"),
         num_speculative_tokens=_speculative_tokens(case),
+        decode_context_parallel_size=case.get("decode_context_parallel_size") or 1,
     )
 
 

@@ -87,8 +87,40 @@ def _gemma4(v: dict, text_hidden: int) -> VisionTower:
                        tokens_per_item=int(v.get("default_output_length", 280)))
 
 
+def gemma4_audio_parameters(a: dict, text_hidden: int) -> int:
+    """Gemma 4's audio tower and its embedder (vLLM gemma4_mm.py: transformers'
+    Gemma4AudioModel built with AutoModel.from_config — not TP-split — and
+    Gemma4MultimodalEmbedder's output_proj_dims × text hidden projection).
+    The conformer (modeling_gemma4.py): two 3×3 subsampling convolutions and
+    an input projection of (channels[0] / 4) × channels[1] inputs; per layer two macaron FFNs
+    (d × 4d each way, two norms), q/k/v/post and relative-key projections,
+    a light convolution (d → 2d, depthwise k, d → d, two norms) and three
+    norms; an output projection d → output_proj_dims with bias. Missing keys
+    take transformers' Gemma4AudioConfig defaults (those of the released
+    E-series checkpoints: 12 × 1024, 8 heads, channels 128/32, kernel 5, 1536);
+    304,824,608 parameters for those, as transformers counts them."""
+    d, n = int(a.get("hidden_size", 1024)), int(a.get("num_hidden_layers", 12))
+    heads, k = int(a.get("num_attention_heads", 8)), int(a.get("conv_kernel_size", 5))
+    c0, c1 = (list(a.get("subsampling_conv_channels") or [128, 32]) + [32])[:2]
+    out = int(a.get("output_proj_dims") or 1536)
+    sub = c0 * 9 + c0 + c1 * c0 * 9 + c1 + d * (c0 // 4) * c1  # input_proj_linear: (channels[0] // 4) x channels[1] -> d
+    layer = 2 * (8 * d * d + 2 * d) + 5 * d * d + d // heads + (3 * d * d + d * k + 2 * d) + 3 * d
+    return sub + n * layer + out * d + out + out * text_hidden
+
+
 def vision_from_config(cfg: dict, *, model_type: str, text_hidden: Any) -> Optional[VisionTower]:
-    """The tower of a multimodal config.json (None when it has no vision_config)."""
+    """The tower of a multimodal config.json (None when it has no vision_config);
+    Gemma 4's audio tower, when its config has one, is counted with it
+    (replicated: vLLM builds it with transformers' modules)."""
+    tower = _vision(cfg, model_type=model_type, text_hidden=text_hidden)
+    a = cfg.get("audio_config")
+    if tower is not None and tower.parameters is not None and isinstance(a, dict) and tower.model_type == "gemma4_vision":
+        extra = gemma4_audio_parameters(a, int(text_hidden) if isinstance(text_hidden, int) else 0)
+        tower = tower.model_copy(update={"parameters": tower.parameters + extra, "replicated": tower.replicated + extra})
+    return tower
+
+
+def _vision(cfg: dict, *, model_type: str, text_hidden: Any) -> Optional[VisionTower]:
     v = cfg.get("vision_config")
     if not isinstance(v, dict):
         return None

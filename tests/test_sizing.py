@@ -33,6 +33,8 @@ from llmctl.sizing import (
 )
 
 from llmctl.hardware import GPUS
+from llmctl.arch import arch_from_hf_config
+from llmctl.sizing.rope import rope_cache_bytes, rope_cache_elements
 
 DATA = Path(__file__).parent / "data"
 H100 = int(79.19 * GIB)  # vLLM 0.19's total for an H100 80GB (see llmctl/hardware.py)
@@ -186,10 +188,13 @@ def test_parameter_counts_match_published_totals(row):
 def test_weights_bf16_split_over_tp():
     a = arch("meta-llama/Llama-3.1-8B-Instruct")
     w1 = weight_bytes(a, tp=1)
-    assert w1.per_gpu == 8_030_261_248 * 2  # bf16, nothing replicated at TP 1 but norms
+    # rope: the cos/sin cache vLLM builds with the model, 131,072 positions × 128 dims × 2 B on every rank
+    rope = rope_cache_bytes(a, 2)
+    assert rope == 131_072 * 128 * 2
+    assert w1.per_gpu == 8_030_261_248 * 2 + rope  # bf16, nothing replicated at TP 1 but norms
     w2 = weight_bytes(a, tp=2)
-    # everything halves except the replicated norms (65 × 4096 params × 2 B)
-    norms = (2 * 32 + 1) * 4096 * 2
+    # everything halves except the replicated norms (65 × 4096 params × 2 B) and the rope cache
+    norms = (2 * 32 + 1) * 4096 * 2 + rope
     assert w2.per_gpu == pytest.approx((w1.per_gpu - norms) / 2 + norms, abs=2)
     assert w2.replicated_per_gpu == norms
 
@@ -198,11 +203,35 @@ def test_weights_fp8_and_int4():
     a = arch("meta-llama/Llama-3.1-8B-Instruct")
     emb = 2 * 525_336_576  # embeddings + lm_head stay 16-bit
     linear = 8_030_261_248 - emb - (2 * 32 + 1) * 4096
+    rope = rope_cache_bytes(a, 2)
     fp8 = weight_bytes(a, dtype="fp8").per_gpu
-    assert fp8 == pytest.approx(emb * 2 + linear * 1.0, rel=0.001)
+    assert fp8 == pytest.approx(emb * 2 + linear * 1.0 + rope, rel=0.001)
     int4 = weight_bytes(a, dtype="int4").per_gpu
     # 0.5 B + fp16 scale and 4-bit zero per group of 128: (16 + 4) / 128 bits = 0.0195 B
-    assert int4 == pytest.approx(emb * 2 + linear * (0.5 + 2.5 / 128), rel=0.001)
+    assert int4 == pytest.approx(emb * 2 + linear * (0.5 + 2.5 / 128) + rope, rel=0.001)
+
+
+def test_rope_caches_by_scaling_type():
+    """vLLM's get_rope: one cos/sin cache per distinct rope, positions by scaling type
+    (sizing/rope.py); the checks read from the published configs' own fields."""
+    base = dict(architectures=["LlamaForCausalLM"], model_type="llama", num_hidden_layers=2, hidden_size=1024,
+                intermediate_size=2048, num_attention_heads=8, num_key_value_heads=8, vocab_size=1000)
+    def elems(**kw):
+        return rope_cache_elements(arch_from_hf_config({**base, **kw}))
+    hd = 128
+    assert elems(max_position_embeddings=4096) == 4096 * hd
+    assert elems(max_position_embeddings=4096, rope_scaling={"rope_type": "llama3", "factor": 8.0}) == 4096 * hd
+    assert elems(max_position_embeddings=4096, rope_scaling={"rope_type": "linear", "factor": 8.0}) == 8 * 4096 * hd
+    assert elems(max_position_embeddings=131072, rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                 "original_max_position_embeddings": 32768}) == 131072 * hd
+    assert elems(max_position_embeddings=4096, rope_scaling={"rope_type": "default", "mrope_section": [16, 24, 24]}) \
+        == 4 * 4096 * hd
+    assert elems() == 0  # no max_position_embeddings: nothing to size
+    # Gemma 3: local layers' plain rope beside the global layers' linear x 8
+    g3 = dict(base, architectures=["Gemma3ForCausalLM"], model_type="gemma3_text", head_dim=256, sliding_window=1024,
+              layer_types=["sliding_attention", "full_attention"], max_position_embeddings=131072,
+              rope_scaling={"rope_type": "linear", "factor": 8.0})
+    assert rope_cache_elements(arch_from_hf_config(g3)) == 131072 * 256 + 8 * 131072 * 256
 
 
 def test_weights_from_safetensors_index():
@@ -627,3 +656,32 @@ def test_deepseek_v4_flash_on_two_h200_fits_at_every_logged_length():
         assert p.verdict == "fits", (c["id"], p.reason)
         assert abs(p.kv_cache_tokens - c["vllm"]["kv_tokens"]) <= 0.15 * c["vllm"]["kv_tokens"], c["id"]
         assert not any("not an architecture llmctl models" in r for r in p.approximate_reasons)
+
+
+def test_decode_context_parallel_multiplies_tokens():
+    """DCP shards each request's KV over the DCP ranks: the same pool holds dcp x the tokens
+    (vLLM kv_cache_utils.py), and sizing_options reads it from engine_kwargs."""
+    a = arch("meta-llama/Llama-3.1-8B-Instruct")
+    one = plan(a, gpu_memory_bytes=H100, tp=2, max_model_len=8192, vllm_version="0.11.1")
+    four = plan(a, gpu_memory_bytes=H100, tp=2, max_model_len=8192, vllm_version="0.11.1",
+                **sizing.sizing_options({"decode_context_parallel_size": 4}))
+    assert four.kv_cache_gib == one.kv_cache_gib
+    assert four.kv_cache_tokens == 4 * one.kv_cache_tokens
+    assert four.max_concurrency == pytest.approx(4 * one.max_concurrency, rel=0.01)
+
+
+def test_gemma4_audio_tower_parameters_match_transformers():
+    """llmctl's count of Gemma 4's audio tower equals the module vLLM builds (transformers'
+    Gemma4AudioModel via AutoModel.from_config), for the defaults and a smaller shape."""
+    torch = pytest.importorskip("torch")
+    g4 = pytest.importorskip("transformers.models.gemma4.configuration_gemma4")
+    from transformers import AutoModel
+
+    from llmctl.vision import gemma4_audio_parameters
+
+    for kw in ({}, {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "subsampling_conv_channels": [16, 8],
+                    "conv_kernel_size": 3, "output_proj_dims": 384}):
+        with torch.device("meta"):
+            m = AutoModel.from_config(g4.Gemma4AudioConfig(**kw))
+        want = sum(p.numel() for p in m.parameters()) + (kw.get("output_proj_dims", 1536)) * 2560
+        assert gemma4_audio_parameters({"model_type": "gemma4_audio", **kw}, 2560) == want, kw

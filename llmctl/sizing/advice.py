@@ -292,7 +292,8 @@ def sizing_options(engine_kwargs: dict[str, Any]) -> dict[str, Any]:
     KV-cache dtype, max_num_seqs, max_num_batched_tokens,
     gpu_memory_utilization, enforce_eager, enable_expert_parallel,
     data_parallel_size and all2all_backend (data-parallel attention), enable_prefix_caching, language_model_only (or every modality limited to
-    0), and MTP speculative decoding's num_speculative_tokens. gen-config,
+    0), MTP speculative decoding's num_speculative_tokens and
+    decode_context_parallel_size. gen-config,
     plan and validate size a config through this one mapping."""
     from llmctl.sizing.formats import DTYPE_CHOICES, KV_CACHE_DTYPE_CHOICES
 
@@ -314,6 +315,9 @@ def sizing_options(engine_kwargs: dict[str, Any]) -> dict[str, Any]:
     dp = engine_kwargs.get("data_parallel_size")
     if is_int(dp) and dp > 1:
         out["data_parallel_size"] = dp
+    dcp = engine_kwargs.get("decode_context_parallel_size")
+    if is_int(dcp) and dcp > 1:
+        out["decode_context_parallel_size"] = dcp
     backend = engine_kwargs.get("all2all_backend")
     if isinstance(backend, str) and backend.strip():
         out["all2all_backend"] = backend.strip()

@@ -192,14 +192,17 @@ def in_flight_tokens(v: VllmVersion, mnbt: int, pp: int = 1, executor: str = "ra
 
 
 def blocks_per_request(lay: Layout, arch: ModelArch, length: int, *, mnbt: int, v: VllmVersion, pp: int = 1,
-                       executor: str = "ray", prefix_caching: Optional[bool] = None, spec: int = 0) -> int:
-    """Block ids one request of ``length`` tokens holds, summed over groups."""
+                       executor: str = "ray", prefix_caching: Optional[bool] = None, spec: int = 0, dcp: int = 1) -> int:
+    """Block ids one request of ``length`` tokens holds, summed over groups.
+    ``dcp``: decode context parallelism shards a full-attention request's
+    tokens over the DCP ranks (kv_cache_interface.py FullAttentionSpec.
+    max_memory_usage_bytes: cdiv(max_model_len, dcp_world_size))."""
     inflight = in_flight_tokens(v, mnbt, pp, executor)
     total = 0
     for k in lay.kinds:
         n = _cdiv(k.layers, lay.g)
         if k.name == "full":
-            per = _cdiv(length, k.block)
+            per = _cdiv(_cdiv(length, dcp), k.block)
         elif k.name == "sliding":
             window = arch.sliding_window or length
             # + 1: a window need not start at a block boundary (0.20+; the 0.20 and 0.22
@@ -282,11 +285,15 @@ def kv_capacity(
     executor: str = "ray",
     prefix_caching: Optional[bool] = None,
     speculative_tokens: int = 0,
+    dcp: int = 1,
 ) -> KVCapacity:
     """Tokens of KV cache per replica as vLLM reports them, and the
     concurrency of max_model_len requests (module docstring). With PP each
     stage has its own pool; the smallest block count wins
-    (get_kv_cache_configs: min over workers)."""
+    (get_kv_cache_configs: min over workers). ``dcp`` (decode context
+    parallel size): each rank holds 1/dcp of every request's tokens, so the
+    same pool holds dcp times the tokens (kv_cache_utils.py: "Multiplying the
+    GPU KV cache size by the dcp_world_size")."""
     v = parse_vllm_version(vllm_version)
     if stage_kv_bytes is None:
         stage_kv_bytes = [kv_bytes_available] * pp
@@ -300,17 +307,18 @@ def kv_capacity(
     per_block = _stage_block_bytes(lay, arch, pp, speculative_tokens)
     blocks = min(int(max(0.0, b) // pb) for b, pb in zip(stage_kv_bytes, per_block))
     bpr = blocks_per_request(lay, arch, max_model_len, mnbt=max_num_batched_tokens, v=v, pp=pp, executor=executor,
-                             prefix_caching=prefix_caching, spec=speculative_tokens)
+                             prefix_caching=prefix_caching, spec=speculative_tokens, dcp=dcp)
     conc = blocks / bpr if bpr else 0.0
     if v.at_least(21):
         tokens = int(conc * max_model_len)
     else:
-        tokens = blocks // lay.n_groups * lay.min_block
+        tokens = blocks // lay.n_groups * lay.min_block * dcp
     return KVCapacity(tokens, conc, blocks, lay.min_block, lay.n_groups)
 
 
 def one_request_bytes(arch: ModelArch, length: int, tp: int, pp: int, kv_cache_dtype: str, dtype: str, mnbt: int,
-                      v: VllmVersion, executor: str = "ray", prefix_caching: Optional[bool] = None, spec: int = 0) -> float:
+                      v: VllmVersion, executor: str = "ray", prefix_caching: Optional[bool] = None, spec: int = 0,
+                      dcp: int = 1) -> float:
     """KV bytes per GPU (the most loaded stage) one request of ``length`` tokens needs."""
     if arch.compressed is not None:
         import llmctl.sizing.dsv4 as dsv4
@@ -319,12 +327,13 @@ def one_request_bytes(arch: ModelArch, length: int, tp: int, pp: int, kv_cache_d
                                       in_flight_tokens(v, mnbt, pp, executor))
     lay = layout(arch, tp, kv_cache_dtype, dtype, spec)
     bpr = blocks_per_request(lay, arch, length, mnbt=mnbt, v=v, pp=pp, executor=executor, prefix_caching=prefix_caching,
-                             spec=spec)
+                             spec=spec, dcp=dcp)
     return bpr * max(_stage_block_bytes(lay, arch, pp, spec))
 
 
 def max_len(arch: ModelArch, stage_kv: list[float], tp: int, pp: int, kv_cache_dtype: str, dtype: str, mnbt: int,
-            v: VllmVersion, executor: str = "ray", prefix_caching: Optional[bool] = None, spec: int = 0) -> int:
+            v: VllmVersion, executor: str = "ray", prefix_caching: Optional[bool] = None, spec: int = 0,
+            dcp: int = 1) -> int:
     """The largest context length one request can have (binary search, as
     vLLM's _estimate_max_model_len_from_groups does), capped at the model's
     context length when known."""
@@ -334,7 +343,7 @@ def max_len(arch: ModelArch, stage_kv: list[float], tp: int, pp: int, kv_cache_d
     hi = arch.context_limit or 10_000_000
 
     def need(x: int) -> float:
-        return one_request_bytes(arch, x, tp, pp, kv_cache_dtype, dtype, mnbt, v, executor, prefix_caching, spec)
+        return one_request_bytes(arch, x, tp, pp, kv_cache_dtype, dtype, mnbt, v, executor, prefix_caching, spec, dcp)
 
     if need(1) > avail:
         return 0

@@ -144,6 +144,7 @@ def plan(
     data_parallel_size: int = 1,
     all2all_backend: Optional[str] = None,
     ep_internode: bool = False,
+    decode_context_parallel_size: int = 1,
 ) -> Plan:
     """Memory plan of one replica (TP × PP GPUs of ``gpu_memory_bytes`` each).
 
@@ -170,6 +171,9 @@ def plan(
     GPUs, its own KV cache — with the routed experts dealt over DP x TP ranks
     when ``enable_expert_parallel``, and the MoE layers' all-to-all as
     ``all2all_backend`` does it (``ep_internode``: the EP group spans nodes).
+    ``decode_context_parallel_size``: decode context parallelism (within the
+    TP group) shards each request's KV over that many ranks: the same pool
+    holds that many times the tokens.
     The verdict is "does_not_fit" when the TP
     size is invalid for the model, the weights and overheads exceed the budget,
     or one max_model_len request does not fit in the KV cache (vLLM refuses to
@@ -207,10 +211,11 @@ def plan(
     worst = min(range(pp), key=lambda i: stage_kv[i])
     kv_avail = stage_kv[worst]
     kv_args = dict(tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype, dtype=dtype)
-    run = dict(v=version, executor=executor, prefix_caching=enable_prefix_caching, spec=spec)
+    dcp = max(int(decode_context_parallel_size or 1), 1)
+    run = dict(v=version, executor=executor, prefix_caching=enable_prefix_caching, spec=spec, dcp=dcp)
     cap = kv_capacity(layout, kv_avail, max_model_len=max_model_len, max_num_batched_tokens=mnbt, stage_kv_bytes=stage_kv,
                       vllm_version=version, executor=executor, prefix_caching=enable_prefix_caching,
-                      speculative_tokens=spec, **kv_args)
+                      speculative_tokens=spec, dcp=dcp, **kv_args)
     one_request = one_request_bytes(layout, max_model_len, tp, pp, kv_cache_dtype, dtype, mnbt, **run)
     fits_len = max_len(layout, stage_kv, tp, pp, kv_cache_dtype, dtype, mnbt, **run)
     approx = list(dict.fromkeys(approx))

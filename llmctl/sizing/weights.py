@@ -19,6 +19,7 @@ from llmctl.sizing.formats import (
     _scheme_bytes,
     weight_format,
 )
+from llmctl.sizing.rope import rope_cache_bytes
 from llmctl.sizing.params import _globals, _Layer, _layers, _padded_vocab, _tied, count_parameters, pp_partition
 
 
@@ -172,6 +173,9 @@ def weight_bytes(
         per_stage = [b * scale for b in per_stage]
         rep_stage = [r * scale for r in rep_stage]
         total_model = total_model * scale
+    rope = rope_cache_bytes(arch, plain)  # every stage builds its layers' rope caches (sizing/rope.py)
+    per_stage = [b + rope for b in per_stage]
+    rep_stage = [r + rope for r in rep_stage]
     worst = max(range(pp), key=lambda i: per_stage[i])
     return WeightBytes(
         total=int(total_model),
