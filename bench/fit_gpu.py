@@ -53,9 +53,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--fields", default=",".join(FIELDS_ALL), help="the fields to fit, comma-separated (default: all)")
     ap.add_argument("--harness-rounds", type=float, default=HARNESS_ROUNDS, help="requests per client in a measured run")
+    ap.add_argument("--start", default="", help="starting values, field=value comma-separated (default: Efficiency's)")
     args = ap.parse_args()
     train = [s for s in load_series(DATA) if not held_out(s["id"])]
-    eff = Efficiency()
+    eff = replace(Efficiency(), **{k: float(v) for k, v in (kv.split("=") for kv in args.start.split(",") if kv)})
     best = loss(train, eff, args.harness_rounds)
     print(f"start {best:.5f}", flush=True)
     for rnd in range(args.rounds):

@@ -50,12 +50,55 @@ def test_output_throughput_within_30_percent(results):
     assert sum(p.within() for p in held) >= 0.85 * len(held)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37's SLO-rate goal (80 %) is not met yet: 71 % (docs/capacity.md, "
-                                       "'The highest request rate within a target'; TTFT under load is the gap)")
+@pytest.mark.xfail(strict=True, reason="issue 37's SLO-rate goal (80 %) is not met yet: 46 of 63, 73 % (docs/capacity.md, "
+                                       "'The highest request rate within a target'; each miss is listed in SLO_MISSES)")
 def test_slo_rates_within_30_percent(results):
     _, slos = results
     assert len(slos) >= 40
     assert sum(abs(s.error) <= 0.30 for s in slos) >= 0.80 * len(slos)
+
+
+# The SLO-rate cases the model misses by more than ±30 % (docs/capacity.md lists them with their figures and causes).
+# Each case is its own test: a miss fixed here is an XPASS (strict: fails until it leaves this list), a new miss fails.
+SLO_MISSES = {
+    ("MiniMax-M2.5|b200_sxm|fp4|tp2|1024/1024|vnightly-5b8c30d62b754b57", "ttft_p50=1s,itl_p50=30ms"),
+    ("MiniMax-M2.5|b200_sxm|fp4|tp4|8192/1024|vnightly-5b8c30d62b754b57", "ttft_p50=2s,itl_p50=50ms"),
+    ("MiniMax-M2.5|b200_sxm|fp8|tp2|1024/1024|v0.19.0", "ttft_p50=1s,itl_p50=30ms"),
+    ("MiniMax-M2.5|b200_sxm|fp8|tp2|8192/1024|v0.17.0", "ttft_p50=2s,itl_p50=50ms"),
+    ("MiniMax-M2.5|b200_sxm|fp8|tp2|ep2|1024/1024|v0.19.0", "ttft_p50=1s,itl_p50=30ms"),
+    ("MiniMax-M2.5|b300_sxm|fp4|tp1|8192/1024|v0.19.0", "ttft_p50=1s,itl_p50=30ms"),
+    ("MiniMax-M2.5|b300_sxm|fp8|tp2|1024/1024|v0.19.0", "ttft_p50=1s,itl_p50=30ms"),
+    ("MiniMax-M2.5|b300_sxm|fp8|tp2|8192/1024|v0.19.0", "ttft_p50=1s,itl_p50=30ms"),
+    ("Llama-3.1-70B|b200_sxm|fp4|tp1|8192/1024|v?", "ttft_p50=2s,itl_p50=50ms"),
+    ("Llama-3.1-70B|b200_sxm|fp4|tp1|8192/1024|v?", "ttft_p50=1s,itl_p50=30ms"),
+    ("Llama-3.1-70B|b200_sxm|fp4|tp2|8192/1024|v?", "ttft_p50=1s,itl_p50=30ms"),
+    ("Llama-3.1-70B|b200_sxm|fp8|tp1|8192/1024|v?", "ttft_p50=1s,itl_p50=30ms"),
+    ("Llama-3.1-70B|h100_sxm|fp8|tp2|8192/1024|v?", "ttft_p50=1s,itl_p50=30ms"),
+    ("Llama-3.1-70B|h200_sxm|fp8|tp1|1024/1024|v?", "ttft_p50=1s,itl_p50=30ms"),
+    ("Llama-3.1-70B|h200_sxm|fp8|tp1|1024/8192|v?", "ttft_p50=1s,itl_p50=30ms"),
+    ("Llama-3.1-70B|h200_sxm|fp8|tp1|8192/1024|v?", "ttft_p50=2s,itl_p50=50ms"),
+    ("Llama-3.1-70B|h200_sxm|fp8|tp2|8192/1024|v?", "ttft_p50=1s,itl_p50=30ms"),
+}
+
+
+def _slo_cases():
+    """Every (series, target) whose measured points cross the target: read off the data alone."""
+    from llmctl.perf.measured import SLO_TARGETS, measured_slo_rate
+
+    return [(s["id"], text) for s in SERIES for text, a, b in SLO_TARGETS
+            if measured_slo_rate(s["points"], int(s["osl"]), a, b) is not None]
+
+
+def test_the_miss_list_names_real_cases():
+    assert SLO_MISSES <= set(_slo_cases()) and len(_slo_cases()) == 63
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=f"{c[0]} {c[1]}", marks=pytest.mark.xfail(strict=True, reason="a listed miss"))
+                                  if c in SLO_MISSES else pytest.param(c, id=f"{c[0]} {c[1]}") for c in _slo_cases()])
+def test_slo_rate_case(results, case):
+    _, slos = results
+    r = next(s for s in slos if (s.series, s.target) == case)
+    assert abs(r.error) <= 0.30, f"{case}: {r.predicted:.2f} vs {r.measured:.2f} req/s ({r.error:+.0%})"
 
 
 def test_docs_and_bands_are_current():

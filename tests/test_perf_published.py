@@ -36,10 +36,23 @@ def test_every_point_is_counted():
     results = [predict_point(p) for p in POINTS]
     s = summary(results)
     assert s["all"]["points"] == len(POINTS) and sum(v["points"] for k, v in s.items() if k != "all") == len(POINTS)
-    assert s["all"]["within"] >= len(POINTS) // 2  # where the GPU-calibrated model stands (11 of 19)
+    assert s["all"]["within"] >= len(POINTS) // 2  # where the GPU-calibrated model stands (12 of 19)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37: the model calibrated on the GPU series keeps 11 of the 19 earlier "
+# The earlier points the model misses by more than ±30 % (docs/capacity.md says why). Each point is its own test: a
+# miss fixed here is an XPASS (strict: fails until it leaves this list), a new miss fails.
+MISSES = {"dbm-a40-qwen14b", "dbm-a40-qwen7b", "dbm-a40-gemma12b", "gps-h100-qwen3-14b-sharegpt", "gps-h100-qwen3-14b-4k",
+          "gps-h100-qwen3-14b-2k", "vllm20469-a100-awq-c1"}
+
+
+@pytest.mark.parametrize("point", [pytest.param(p, id=p["id"], marks=pytest.mark.xfail(strict=True, reason="a listed miss"))
+                                   if p["id"] in MISSES else pytest.param(p, id=p["id"]) for p in POINTS])
+def test_point_within_thirty_percent(point):
+    r = predict_point(point)
+    assert r.within(0.30), f"{r.id}: {r.predicted:,.1f} vs {r.measured:,.1f} tok/s ({r.error:+.0%})"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 37: the model calibrated on the GPU series keeps 12 of the 19 earlier "
                                        "points within ±30 % (docs/capacity.md: A40 bursts, H100 bursts of 500-1000, the AWQ point)")
 def test_eighty_percent_within_thirty_percent():
     results = [predict_point(p) for p in POINTS]

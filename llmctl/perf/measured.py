@@ -140,8 +140,13 @@ class SloResult:
     series: str
     target: str
     measured: Optional[float]  # req/s; None: the series does not cross the target
-    predicted: float
+    predicted: float  # the model read off like the measurement: at the series' concurrencies (model_slo_rate)
     tags: dict[str, str] = field(default_factory=dict)
+    predicted_curve: float = 0.0  # the crossing of the model's continuous curve (plan --slo's search)
+
+    @property
+    def error_curve(self) -> Optional[float]:
+        return None if not self.measured else self.predicted_curve / self.measured - 1
 
     @property
     def error(self) -> Optional[float]:
@@ -151,6 +156,22 @@ class SloResult:
 def tags_of(s: dict[str, Any], setup: Setup) -> dict[str, str]:
     return {"gpu": setup.gpu, "kind": "moe" if s.get("moe") else "dense", "quant": setup.shape.quant, "tp": str(s["tp"]),
             "model": s["model_path"].split("/")[-1], "split": "held-out" if held_out(s["id"]) else "train"}
+
+
+def model_slo_rate(points: list[dict[str, Any]], osl: int, ttft_max: float, tpot_max: float, curve: float
+                   ) -> float:
+    """The model's highest rate within the targets, read off as the
+    measurement is (:func:`measured_slo_rate`): from its predictions at the
+    series' own concurrencies (``points``: concurrency, ttft_ms, tpot_ms,
+    output_tok_s as predicted), interpolated the same way. A measured series
+    samples the curve at a few concurrencies (4, 8, 16, ... doubling), and the
+    straight line between two of them misses a knee between them (TTFT jumps
+    where the KV cache fills); the model's own curve read off on the same grid
+    has the same bias, so the two compare like with like. Where the predicted
+    points do not cross on the grid (within at every concurrency, or beyond at
+    the first), ``curve`` (the continuous curve's crossing) is the answer."""
+    r = measured_slo_rate(points, osl, ttft_max, tpot_max)
+    return curve if r is None else r
 
 
 def measured_slo_rate(points: list[dict[str, Any]], osl: int, ttft_max: float, tpot_max: float) -> Optional[float]:
@@ -195,12 +216,15 @@ def evaluate(series: list[dict[str, Any]], eff: Optional[Efficiency] = None, *, 
         st = setup_of(s)
         tags = tags_of(s, st)
         isl, osl = int(s["isl"]), int(s["osl"])
+        grid: dict[int, dict[str, float]] = {}  # the model at the series' concurrencies, in the file's fields
         for p in s["points"]:
             pr = predict(st.shape, st.device, eff, st.engine, concurrency=p["concurrency"], isl=isl, osl=osl,
                          rounds=rounds)
             points.append(PointResult(s["id"], int(p["concurrency"]), float(p["output_tok_s"]), pr.output_tokens_per_s,
                                       p["ttft_ms"] / 1000, pr.ttft_s, p["tpot_ms"] / 1000, pr.itl_s,
                                       {**tags, "range": conc_range(p["concurrency"])}))
+            grid[int(p["concurrency"])] = {"concurrency": int(p["concurrency"]), "ttft_ms": pr.ttft_s * 1000,
+                                           "tpot_ms": pr.itl_s * 1000, "output_tok_s": pr.output_tokens_per_s}
         if not slo:
             continue
         for text, ttft_max, tpot_max in SLO_TARGETS:
@@ -208,7 +232,8 @@ def evaluate(series: list[dict[str, Any]], eff: Optional[Efficiency] = None, *, 
             if m is None:
                 continue
             r, _, _, _ = max_rate(st.shape, st.device, eff, st.engine, parse_slo(text), isl=isl, osl=osl, rounds=rounds)
-            slos.append(SloResult(s["id"], text, m, r, tags))
+            g = model_slo_rate(list(grid.values()), osl, ttft_max, tpot_max, r)
+            slos.append(SloResult(s["id"], text, m, g, tags, predicted_curve=r))
     return points, slos
 
 

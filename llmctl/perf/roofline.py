@@ -143,16 +143,16 @@ class Efficiency:
     moe_nvfp4: float = 0.329472  # NVFP4 experts (FlashInfer CUTLASS / TRT-LLM)
     moe_bf16: float = 0.45  # unquantized experts (and int8 / int4 ones, not calibrated)
     moe_mem: float = 0.95  # of peak HBM bandwidth: the fused-MoE kernels streaming the touched experts' weights
-    attn: float = 0.104  # prefill flash attention of the 16-bit tensor cores
+    attn: float = 0.13  # prefill flash attention of the 16-bit tensor cores
     layer_s: float = 4.62e-05  # per layer per step whatever its size (kernel floors)
     moe_layer_s: float = 7.74e-06  # more per MoE layer (router, top-k, permute, two grouped GEMMs)
     ar_s: float = 1.155e-05  # per TP all-reduce (NVSwitch one-shot / two-shot custom all-reduce)
-    step_s: float = 0.0003159  # per engine step (scheduler, input preparation, graph launch)
+    step_s: float = 0.00025272  # per engine step (scheduler, input preparation, graph launch)
     seq_s: float = 2.75e-05  # per running sequence per step, batched (sampling, output processing)
     token_s: float = 0.0  # per prompt token in a step (the CPU side of prefill)
     api_token_s: float = 0.0  # the API server's work per streamed output token: a parallel stage (TPOT >= B × it)
     frontend_s: float = 0.02  # per request, serial in the API server: a queue (steady.frontend_wait); set on perf_published.yaml gps-h100-qwen3-14b-128 (44 req/s at 128 in / 4 out), never binding on the calibration series (<= 16 req/s)
-    request_s: float = 0.0081648  # per request before its first step (HTTP, tokenizing)
+    request_s: float = 0.00489888  # per request before its first step (HTTP, tokenizing)
     ttft_steps: float = 4.5375  # decode steps a new request spends before its prefill: the running one, and in a closed loop of equal requests the prefills of those that finished just before it
     ttft_p95_ratio: float = 1.6  # p95 / mean of TTFT
     itl_p95_ratio: float = 1.15  # p95 / mean of the per-request inter-token latency

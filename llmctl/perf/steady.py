@@ -100,9 +100,16 @@ def _state(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, r
     full = step_time(shape, dev, eff, decode=decode, prompt_tokens=min(budget, max(chunk, rate * isl * tpot)),
                      context=ctx, prompt_context=isl / 2)
     load = rate * isl * full.seconds / budget if budget >= isl else rate * chunks * tp.seconds
-    wait = (min(load, MAX_LOAD) / (2 * (1 - min(load, MAX_LOAD)))) * tp.seconds
-    wait = min(wait, max(0.0, running - decode - 1) * chunks * tp.seconds)
-    ttft = eff.request_s + (eff.ttft_steps - 1) * tpot + chunks * tp.seconds + wait
+    prefill = chunks * tp.seconds
+    if math.isfinite(running):
+        # closed loop: the prefill budget is a station the running requests pass once per request; an arriving
+        # request finds the others as they are with one client fewer (the arrival theorem): Schweitzer's mean
+        # value analysis, as for the API server (frontend_wait), with the rest of a request's time as think time
+        think = eff.request_s + (osl - 1 + eff.ttft_steps - 1) * tpot
+        wait = max(0.0, frontend_wait(prefill, running, think) - prefill)
+    else:  # open loop, Poisson arrivals: M/D/1 on the prefill budget
+        wait = (min(load, MAX_LOAD) / (2 * (1 - min(load, MAX_LOAD)))) * prefill
+    ttft = eff.request_s + (eff.ttft_steps - 1) * tpot + prefill + wait
     return _State(tpot, ttft, decode, load, t0.bound, tp.bound)
 
 
