@@ -232,14 +232,21 @@ def generate(
 
 
 def slo_question(flags: Flags) -> dict:
-    """The capacity question the answers ask (``capacity(**q, slo=...)``: the model, and the GPU, TP
-    and context length when given); refused unless one model and at most one GPU and TP are given."""
+    """The capacity question the answers ask (``capacity(**q, slo=...)``: the model, and the GPU, TP,
+    context length, dtype, quantization, KV cache dtype and max_num_seqs when given); refused unless one
+    model and at most one GPU and TP are given."""
     if len(flags.models) != 1:
         raise UsageError(f"{param('slo')}: give exactly one {param('model')} (the capacity plan is per model)", param="slo")
     if len(flags.gpus) > 1 or len(flags.tps) > 1:
         raise UsageError(f"{param('slo')}: give {param('gpu')} and {param('tp')} at most once", param="slo")
-    return {"model": flags.models[0], "gpu": flags.gpus[0] if flags.gpus else None, "tp": flags.tps[0] if flags.tps else None,
-            "max_model_len": flags.max_model_lens[0] if flags.max_model_lens else None}
+    q = {"model": flags.models[0], "gpu": flags.gpus[0] if flags.gpus else None, "tp": flags.tps[0] if flags.tps else None,
+         "max_model_len": flags.max_model_lens[0] if flags.max_model_lens else None}
+    # the engine settings that change the sizing: the plan is for the engine the files will configure
+    for attr, key in (("dtypes", "dtype"), ("quantizations", "quantization"), ("kv_cache_dtypes", "kv_cache_dtype"),
+                      ("max_num_seqs", "max_num_seqs")):
+        if getattr(flags, attr):
+            q[key] = getattr(flags, attr)[0]
+    return q
 
 
 def apply_capacity(flags: Flags, table) -> str:

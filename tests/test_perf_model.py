@@ -229,6 +229,27 @@ def test_gen_config_slo_writes_the_chosen_setup(tmp_path, capsys):
     assert "capacity (estimate)" in r.err
 
 
+def test_gen_config_slo_plans_the_engine_it_writes(tmp_path, capsys):
+    """gen-config --slo sizes the quantization and max_num_seqs it writes: the
+    setup it picks is plan --slo's with the same engine settings, not the
+    unquantized default's."""
+    import yaml
+
+    slo = ["--slo", "ttft_p95=500ms,itl_p95=40ms", "--rate", "20", "--gpu", "H100"]
+    engine = ["--quantization", "fp8", "--max-num-seqs", "64"]
+    r = run_cli(capsys, "gen-config", "--model", "llama-3.1-8b-instruct", *slo, *engine, "--yes", "-o", tmp_path)
+    assert r.code == 0, r.err
+    with_settings = run_cli(capsys, "plan", "--model", "llama-3.1-8b-instruct", *slo, *engine, "--json").json()
+    default = run_cli(capsys, "plan", "--model", "llama-3.1-8b-instruct", *slo, "--json").json()
+    best = next(x for x in with_settings["rows"] if x["cheapest"])
+    plain = next(x for x in default["rows"] if x["cheapest"])
+    assert (best["max_rate"], best["max_ongoing_requests"]) != (plain["max_rate"], plain["max_ongoing_requests"])
+    cfg = yaml.safe_load(next((tmp_path / "model_config").glob("*.yaml")).read_text())
+    assert cfg["engine_kwargs"]["quantization"] == "fp8" and cfg["engine_kwargs"]["max_num_seqs"] == 64
+    assert cfg["deployment_config"]["max_ongoing_requests"] == best["max_ongoing_requests"]
+    assert f"{best['max_rate']:.2f} req/s per replica" in r.err
+
+
 def test_cpu_plan_from_a_profile(tmp_path, config_model, capsys):
     truth = Efficiency(step_s=0.002, seq_s=0.0004, token_s=2e-5, request_s=0.05, ttft_steps=20, frontend_s=0)
     prof = tmp_path / "bench.json"
