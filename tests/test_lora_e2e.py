@@ -53,6 +53,9 @@ def test_lora_end_to_end(cluster_home, tiny_model, tiny_loras, s3_store, tmp_pat
     assert "adapter tiny:adapter-big: rank 16 is above engine_kwargs.max_lora_rank (8)" in r.err
     assert "adapter tiny:adapter-other: its tensors do not fit tiny" in r.err
     assert "servable: adapter-a" in r.out and "2 LoRA error(s)" in r.err
+    j = llmctl("check", serve, "--no-versions", "--json", env=env)  # its JSON: the verdict the exit code gives
+    data = j.json()
+    assert j.code == 2 and data["ok"] is False and data["preflight_ok"] is True and data["lora"]["ok"] is False, j.out
 
     # #55502 before deploying: the same app with the region the bucket is not in
     wrong = tmp_path / "serve_wrong_region.yaml"

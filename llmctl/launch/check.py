@@ -44,10 +44,14 @@ class CheckReport:
         return self.preflight.warnings + (self.versions.warnings if self.versions is not None else [])
 
     def to_json(self) -> dict[str, Any]:
-        """``llmctl check --json``: preflight's keys at the top (its ``ok`` is
-        preflight's verdict), ``versions`` when asked, ``lora``."""
+        """``llmctl check --json``: preflight's keys at the top, ``ok`` the
+        verdict the exit code gives (preflight's alone is ``preflight_ok``),
+        ``versions`` when asked, ``lora``."""
+        pf = self.preflight.to_json()
         return {
-            **self.preflight.to_json(),
+            **pf,
+            "ok": self.ok,
+            "preflight_ok": pf["ok"],
             **({"versions": self.versions.data} if self.versions is not None else {}),
             "lora": {"ok": not self.lora_errors, "diagnostics": [d.to_json() for d in self.lora_diagnostics],
                      "stores": [{"model_id": r.model_id, "path": r.uri, "settings": r.settings, "adapters": r.adapters,
