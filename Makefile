@@ -60,8 +60,9 @@ test-own: setup
 	$(VENV)/bin/pytest -q -m "own_cluster and not long" 2>&1 | sed -u 's/^/[own] /'
 
 ## test-long: the long end-to-end demonstrations (marked long: autoscaling and rollouts under load, capacity runs, routers, latency autoscaling, trace replay, DP/PD on the CPU engine), one process; CI runs it after make test
+# LONG_ARGS: more pytest arguments (CI's leaves out the latency module, see .ci/run)
 test-long: setup
-	$(VENV)/bin/pytest -q -m long 2>&1 | sed -u 's/^/[long] /'
+	$(VENV)/bin/pytest -q -m long $(LONG_ARGS) 2>&1 | sed -u 's/^/[long] /'
 
 ## test-fast: the edit-test loop (no Ray cluster, no vLLM engine; 2 workers, Hypothesis profile dev: 1,000 fuzz cases)
 test-fast: setup
