@@ -51,12 +51,12 @@ class Router:
 
 
 ROUTERS = {
-    "pow2": Router("pow2", DEFAULT_ROUTER_PATH, {}, "prompts share little: the least-loaded of two random replicas"),
+    "pow2": Router("pow2", DEFAULT_ROUTER_PATH, {}, "best when prompts share little (the less busy of two random replicas)"),
     # initialize_state's defaults (prefix_aware_router.py), eviction on: the tree would grow without bound otherwise
     "prefix": Router("prefix", PREFIX_ROUTER_PATH, {
         "imbalanced_threshold": 10, "match_rate_threshold": 0.1, "do_eviction": True,
         "eviction_threshold_chars": 400_000, "eviction_target_chars": 360_000, "eviction_interval_secs": 10,
-    }, "requests share long prefixes (system prompts, chat histories, agent contexts)"),
+    }, "helps when many requests share a prompt prefix, e.g. chat with a long system prompt, or RAG"),
     "kv": Router("kv", KV_ROUTER_PATH),
 }
 

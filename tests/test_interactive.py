@@ -68,8 +68,14 @@ def test_interactive_flow_matches_flags(capsys, tmp_path):
     c.send(BACKSPACE + "0" + ENTER)  # invalid: the prompt shows the shared validator's message
     c.expect("max replicas must be >= 1, got 0")
     c.send(BACKSPACE + "4" + ENTER)
+    c.expect("Scale on")            # replicas can change (2-4): what to scale on
+    c.expect(POINTER + r"ongoing requests per replica \(Serve's default\)")
+    c.send(ENTER)                   # default: Serve's own policy
     c.expect("Autoscaling details: target")  # derived from the plan; keep them
     c.send(ENTER)
+    c.expect("Request routing between replicas")
+    c.expect(POINTER + "Serve's default, power of two choices")
+    c.send(ENTER)                   # default: no request_router_config written
     c.expect("Serve LoRA adapters")
     c.send("n")
     c.expect("fast downloads")
@@ -324,6 +330,8 @@ def test_autoscaling_details_step_defaults_to_the_derived_values(tmp_path):
                "--app-name", "a", "--route-prefix", "/", "-o", str(out), cwd=tmp_path)
     c.expect("Engine settings")
     c.send("n")
+    c.expect("Scale on")
+    c.send(ENTER)                   # ongoing requests: the details below are its settings
     c.expect("Autoscaling details: target")
     c.send("y")
     c.expect("Expected tokens per request")
@@ -338,6 +346,8 @@ def test_autoscaling_details_step_defaults_to_the_derived_values(tmp_path):
     c.send(ENTER)                   # empty: Serve's 30 s
     c.expect("Downscale delay")
     c.send("120" + ENTER)
+    c.expect("Request routing between replicas")
+    c.send(ENTER)
     c.expect("Serve LoRA adapters")
     c.send("n")
     c.expect("Write 2 files")
@@ -392,3 +402,92 @@ def run_subprocess_gen(out: Path, *extra: str):
                            "--max-replicas", "1", "--target-ongoing-requests", "8", "--max-ongoing-requests", "16",
                            "--no-fast-download", "--api-key-env", "MY_KEY", "--app-name", "moe", "--route-prefix", "/",
                            "--yes", "-o", str(out), *extra], capture_output=True, text=True, timeout=120)
+
+
+# Issue 41 at the terminal: what to scale on and how to route, asked when the replicas can change.
+SCALED = ["--api-key-env", "LLMCTL_API_KEY", "-m", "qwen3-0.6b", "--gpu", "L4", "--tp", "1", "--min-replicas", "1",
+          "--max-replicas", "3", "--max-model-len", "4096", "--model-id", "q", "--no-fast-download", "--no-tool-calling",
+          "--no-reasoning", "--app-name", "a", "--route-prefix", "/"]
+
+
+def _model_text(out: Path) -> str:
+    (written,) = (out / "model_config").glob("*.yaml")
+    return written.read_text().replace(str(out), "OUT")
+
+
+def test_latency_target_and_prefix_router_answers_match_the_flags(capsys, tmp_path):
+    """TTFT p95 at "Scale on" and prefix-cache routing write what `--autoscale-on ttft_p95=500ms
+    --router prefix` writes, byte for byte; a bad target is re-asked with the flag parser's message."""
+    from llmctl.cli.flags import cli_text
+    from llmctl.errors import UsageError
+    from llmctl.latency import parse_autoscale_on
+
+    with pytest.raises(UsageError) as bad:
+        parse_autoscale_on("ttft_p95=fast")
+    out_i = tmp_path / "interactive"
+    c = _spawn("gen-config", *SCALED, "-o", str(out_i), cwd=tmp_path)
+    c.expect("Engine settings")
+    c.send("n")
+    c.expect("Scale on")
+    c.expect("both TTFT and ITL")   # the whole list: ongoing requests, TTFT, ITL, both
+    c.send(DOWN + ENTER)            # time to first token, p95
+    c.expect("Time to first token .TTFT. p95 target, with its unit")
+    c.send(BACKSPACE * 5 + "fast" + ENTER)
+    c.expect_exact(cli_text(bad.value))  # the parser's one line, under the prompt; the question stays
+    c.send(BACKSPACE * 4 + "500ms" + ENTER)
+    c.expect("Window the percentiles cover, in seconds")
+    c.send(ENTER)                   # default: 30
+    c.expect("Autoscaling details")
+    c.send("n")
+    c.expect("Request routing between replicas")
+    c.expect("prefix-cache aware .PrefixCacheAffinityRouter.: helps when many requests share a prompt prefix")
+    c.send(DOWN + ENTER)
+    c.expect("Serve LoRA adapters")
+    c.send("n")
+    c.expect("Write 2 files")
+    c.send("y")
+    c.expect(pexpect.EOF)
+    c.close()
+    assert c.exitstatus == 0
+
+    out_f = tmp_path / "flags"
+    r = run_cli(capsys, "gen-config", *SCALED, "--autoscale-on", "ttft_p95=500ms", "--router", "prefix", "--yes", "-o", out_f)
+    assert r.code == 0, r.err
+    assert _model_text(out_i) == _model_text(out_f)
+    dc = load_yaml(next((out_i / "model_config").glob("*.yaml")))["deployment_config"]
+    assert dc["autoscaling_config"]["policy"]["policy_kwargs"]["targets"] == {"ttft_p95": 0.5}
+    assert dc["request_router_config"]["request_router_class"].endswith(":PrefixCacheAffinityRouter")
+    r = run_cli(capsys, "validate", serve_file(out_i))
+    assert r.code == 0, (r.out, r.err)
+
+
+@pytest.mark.parametrize("given", [["--autoscale-on", "itl_p95=50ms", "--router", "prefix"],
+                                   ["--target-ongoing-requests", "4", "--router", "pow2"],
+                                   ["--yes"]], ids=["latency-flags", "ongoing-flags", "yes"])
+def test_scale_on_and_router_flags_are_not_asked_again(capsys, tmp_path, given):
+    """A flag that chose the signal (--autoscale-on, or --target-ongoing-requests) or the router is
+    never asked again; --yes asks nothing and keeps today's defaults (no policy, no router config)."""
+    out = tmp_path / "o"
+    c = _spawn("gen-config", *SCALED, *given, "-o", str(out), cwd=tmp_path)
+    if "--yes" not in given:
+        c.expect("Engine settings")
+        c.send("n")
+        # (y/N): the question itself, not its echo once answered
+        while (seen := c.expect(["Scale on", "Request routing", r"Autoscaling details[^\r\n]*\(y/N\)",
+                                 "Serve LoRA adapters"])) == 2:
+            c.send("n")             # asked unless an ongoing-requests flag is given
+        assert seen == 3
+        c.send("n")
+        c.expect("Write 2 files")
+        c.send("y")
+    assert c.expect(["Scale on", "Request routing", "Wrote:"]) == 2
+    c.expect(pexpect.EOF)
+    c.close()
+    assert c.exitstatus == 0
+    out_f = tmp_path / "flags"
+    r = run_cli(capsys, "gen-config", *SCALED, *given, "--yes", "-o", out_f)
+    assert r.code == 0, r.err
+    assert _model_text(out) == _model_text(out_f)
+    dc = load_yaml(next((out / "model_config").glob("*.yaml")))["deployment_config"]
+    assert ("policy" in dc["autoscaling_config"]) == ("--autoscale-on" in given)
+    assert ("request_router_config" in dc) == ("--router" in given)

@@ -11,11 +11,14 @@ from llmctl.errors import LlmctlError
 
 
 def _validator(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """The parser's one-line message under the prompt (parameters spelled as the flags that set them)."""
+    from llmctl.cli.flags import cli_text
+
     def check(text: str):
         try:
             parse(text)
         except (ValueError, LlmctlError) as e:
-            return str(getattr(e, "message", e))
+            return cli_text(e)
         return True
 
     return check

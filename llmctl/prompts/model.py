@@ -1,5 +1,6 @@
 """The questions of one model: which model, GPU, TP and context, replicas,
-LoRA, token variable (autoscaling details: :mod:`.scaling`)."""
+LoRA, token variable (what it scales on, autoscaling details and the request
+router: :mod:`.scaling`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from llmctl.errors import UsageError
 from llmctl.hardware import GPUS, GPUType, with_node_size
 from llmctl.prompts.layout import ask_dp, auto_layout
 from llmctl.prompts.engine import ask_engine_args, profile_with_recipes
-from llmctl.prompts.scaling import ask_autoscaling
+from llmctl.prompts.scaling import ask_autoscaling, ask_router
 from llmctl.prompts.session import CUSTOM, Flags, Session, ask_confirm, ask_select, ask_text, per_model
 
 # The model the list opens on: Ray Serve LLM's own quickstart model (Ray's docs
@@ -135,6 +136,7 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
     )
 
     scaling = ask_autoscaling(session, flags, pm, profile, gpu, choice, min_r, max_r, max_num_seqs=sz.get("max_num_seqs"))
+    router = ask_router(session, flags, max_r)
     lora = _ask_lora(session, flags, pm)
 
     token_flag = pm(flags.hf_token_envs, "--hf-token-env")
@@ -154,24 +156,11 @@ def collect_model(session: Session, flags: Flags, i: int, n: int, *, taken_ids: 
         ask=lambda: ask_confirm("Turn on fast downloads (HF_HUB_ENABLE_HF_TRANSFER=1; needs hf_transfer on the cluster)?", False),
     )
 
-    from llmctl.latency import parse_autoscale_on, parse_router
-
-    router = parse_router(flags.router)
-    goals = parse_autoscale_on(flags.autoscale_on, window=flags.autoscale_window) or ()
-    if flags.autoscale_window is not None and not goals:
-        raise UsageError("--autoscale-window: the window of --autoscale-on's percentiles; add --autoscale-on (e.g. ttft_p95=500ms)")
-    if goals and scaling.get("target_ongoing_requests") is not None and pm(flags.target_ongoing_requests, "--target-ongoing-requests") is None:
-        scaling = {**scaling, "target_ongoing_requests": None}  # the latency policy decides, not the ongoing-requests target
-    if goals and pm(flags.max_ongoing_requests, "--max-ongoing-requests") is None:
-        # Ray Serve LLM's own default (no cap): requests wait in vLLM's scheduler, whose TTFT histogram counts the wait.
-        # With a cap they wait in Serve's handle queue, unseen by the engine's metrics: measured here, vLLM's TTFT p95
-        # stayed at 40-54 ms while clients waited seconds, and the policy scaled down under load.
-        scaling = {**scaling, "max_ongoing_requests": None}
     spec = S.ModelSpec(
         profile=profile, model_id=model_id, gpu=gpu, tp=tp, pp=pp, min_replicas=min_r, max_replicas=max_r,
         max_model_len=max_model_len, **lora,
         hf_token_env=hf_token_env, fast_download=bool(fast), gpu_memory_utilization=flags.gpu_memory_utilization,
-        choice=choice, engine_extra=engine, router=router.name if router else None, latency_goals=goals, **scaling,
+        choice=choice, engine_extra=engine, router=router, **scaling,
         layout_note=(f"{profile.id} does not fit one {gpu.name} node at any TP: the default layout, {auto.describe()}"
                      if uses_layout else None),
     )
