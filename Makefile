@@ -38,8 +38,11 @@ REST_TESTS  = $(VENV)/bin/pytest -q -m "not cluster" 2>&1 | sed -u 's/^/[rest] /
 OWN_TESTS   = $(VENV)/bin/pytest -q -m "own_cluster and not long" --ignore tests/test_multihost.py 2>&1 | sed -u 's/^/[own] /'
 
 ## test: set up and run the suite as two lanes side by side: [head] then [hosts] | [rest] then [own]
+# The lanes' failed tests are printed again at the end, where a CI log's tail shows them.
 test: setup
-	@$(MAKE) --no-print-directory -k -j2 test-lane-head test-lane-rest
+	@log=$$(mktemp); rc=0; $(MAKE) --no-print-directory -k -j2 test-lane-head test-lane-rest 2>&1 | tee $$log || rc=$$?; \
+	if grep -qE '^\[[a-z]+\] (FAILED|ERROR) ' $$log; then echo "== make test: failed in the lanes above =="; grep -E '^\[[a-z]+\] (FAILED|ERROR) ' $$log; fi; \
+	rm -f $$log; exit $$rc
 
 test-lane-head: setup
 	rc=0; $(HEAD_TESTS) || rc=1; $(HOSTS_TESTS) || rc=1; exit $$rc

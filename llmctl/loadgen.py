@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import secrets
 import threading
@@ -197,7 +198,8 @@ class BenchResult:
 
     def requests_json(self) -> list[dict[str, Any]]:
         """Each request: start, TTFT, TPOT, latency, tokens (for the report's distributions)."""
-        return [{"start": round(r.start, 4), "ok": r.ok, "ttft": r.ttft, "tpot": r.tpot, "latency": round(r.latency, 5),
+        # start rounded down: 1.99996 s stays in a [1, 2) window (rounding made it 2.0)
+        return [{"start": math.floor(r.start * 1e4) / 1e4, "ok": r.ok, "ttft": r.ttft, "tpot": r.tpot, "latency": round(r.latency, 5),
                  "output_tokens": r.output_tokens, "prompt_tokens": r.prompt_tokens} for r in self.results]
 
 
