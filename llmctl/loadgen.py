@@ -115,6 +115,7 @@ class BenchResult:
     busy_cores: Optional[float] = None  # CPU cores the local cluster and the load generator kept busy
     prefix_cache: Optional[dict] = None  # vLLM's prefix-cache hits over the run (llmctl.perf.metrics.prefix_cache)
     routing: dict = field(default_factory=dict)  # deployment -> its request router and autoscaling policy
+    engines: dict = field(default_factory=dict)  # deployment -> what its engines did over the run (perf.metrics.engines_of)
 
     @property
     def done(self) -> int:
@@ -160,6 +161,7 @@ class BenchResult:
             **({"busy_cores": round(self.busy_cores, 3)} if self.busy_cores is not None else {}),
             **({"prefix_cache": self.prefix_cache} if self.prefix_cache is not None else {}),
             **({"routing": self.routing} if self.routing else {}),
+            **({"engines": self.engines} if self.engines else {}),
             **({"prefix_pool": {"count": self.settings.prefixes, "tokens": self.settings.prefix_tokens,
                                 "requests_per_prefix": _per_prefix(self.results)}} if getattr(self.settings, "prefixes", None) else {}),
         }
@@ -483,14 +485,20 @@ def bench(
     sample = replica_sampler(dashboard, app_name, ray_token_env) if dashboard and app_name else None
     cpu = cpu_probe(dashboard)
     from llmctl.launch.metrics import engine_probe
-    from llmctl.perf.metrics import prefix_cache
 
     probe = engine_probe(address, metrics_url, ray_token_env=ray_token_env) if (dashboard or metrics_url) else None
     before = probe() if probe else None
     res = asyncio.run(run_hold(settings, stop or threading.Event(), sample, on_progress, interval, cpu, headers, schedule))
-    after = probe() if probe else None
-    if before is not None and after is not None:
-        res.prefix_cache = prefix_cache(before, after, chosen.split(":")[0])
     if dashboard and app_name:
         res.routing = routing_of(dashboard, app_name, ray_token_env)
+    if before is not None:
+        from llmctl.launch.metrics import settled_scrape
+        from llmctl.perf.metrics import engines_of, prefix_cache
+
+        model_id = chosen.split(":")[0]
+        after, complete = settled_scrape(probe, before, sum(r.prompt_tokens for r in res.results if r.ok), model_id)
+        if after is not None:
+            res.prefix_cache = {**prefix_cache(before, after, model_id), "complete": complete}
+            res.engines = engines_of(before, after, {d: r.get("replicas", []) for d, r in res.routing.items()})
     return res
+

@@ -99,5 +99,14 @@ def test_pd_1_to_1_answers_through_the_decode_pool(cluster_home, tiny_model, tmp
         assert any(store.rglob("*.safetensors")), "the prefill pool stored no KV cache"
         logs = llmctl("logs", "pd_app", "--lines", "3000")
         assert "External Cache Hit!" in logs.out  # ExampleConnector on the decode side found prefill's blocks
+        # bench reports per pool, from each pool's engine: the prefill pool runs each prompt for one token, the decode pool generates
+        b = llmctl("bench", "pd_app", "--requests", "4", "-c", "2", "--max-tokens", "8", "--json", timeout=600)
+        assert b.code == 0, b.err
+        eng = b.json()["summary"]["engines"]
+        pre, dec = eng["Prefill:tiny-pd"], eng["Decode:tiny-pd"]
+        assert pre["requests"] >= 4 and dec["requests"] >= 4, eng
+        assert pre["generation_tokens"] <= pre["requests"] < dec["generation_tokens"], eng
+        text = llmctl("bench", "pd_app", "--requests", "2", "--max-tokens", "4")
+        assert text.code == 0 and "Prefill:tiny-pd engines" in text.out and "Decode:tiny-pd engines" in text.out, text.out
     finally:
         llmctl("down", "pd_app")

@@ -46,3 +46,28 @@ def test_status_metrics_needs_a_cluster(capsys):
     assert r.code == 3  # no cluster in this test's LLMCTL_HOME
     r = run_cli(capsys, "top", "--interval", "0")
     assert r.code == 2 and "--interval: must be a positive number" in r.err
+
+
+def test_engines_per_deployment_between_two_scrapes():
+    """A deployment's engines: the growth of its replicas' counters, only
+    theirs (a replica of another deployment, or one Serve does not list, is
+    not counted), with means over the requests in between."""
+    from llmctl.perf.metrics import engines_of
+
+    text = DATA.read_text()
+    before = samples_of(text, t=0.0)
+    now = samples_of(text, t=2.0)
+    live = sorted(r for r, s in now.items() if s.live)
+    for i, rid in enumerate(live):
+        s = now[rid]
+        s.ttft_count += 4 + i
+        s.ttft_sum += 0.1 * (4 + i)
+        s.generation_tokens += 32
+        s.prompt_tokens += 400
+    got = engines_of(before, now, {"Prefill:m": live[:1], "Decode:m": live[1:], "Gone:m": ["not-a-replica"]})
+    assert set(got) == {"Prefill:m", "Decode:m"}
+    p, d = got["Prefill:m"], got["Decode:m"]
+    assert (p["replicas"], p["requests"], d["requests"]) == (1, 4, 5)
+    assert p["prompt_tokens"] == 400 and p["generation_tokens"] == 32
+    assert abs(p["ttft_mean_s"] - 0.1) < 1e-9 and abs(d["ttft_mean_s"] - 0.1) < 1e-9
+    assert p["itl_mean_s"] is None  # no inter-token latencies between the scrapes

@@ -191,9 +191,10 @@ def test_trace_replay_follows_the_burst(ttft_app, cluster_home, tmp_path):
     tl = _timeline(data)
     before = [p for p in tl if p["t"] < 30]
     burst = [p for p in tl if 30 <= p["t"] < 70 + 30]  # the burst, and the delays after it
-    assert all(p["target"] == 1 for p in before), before
-    up_at = next(p["t"] for p in burst if p["target"] == 2)
-    assert 30 < up_at < 100, tl
+    seen = f"TTFT p95 {s['ttft_s']['p95'] * 1000:.0f} ms; timeline {[(p['t'], p['running'], p['target']) for p in tl]}"
+    assert all(p["target"] == 1 for p in before), seen
+    up_at = next((p["t"] for p in burst if p["target"] == 2), None)
+    assert up_at is not None and 30 < up_at < 100, seen
     peak = max(p["running"] for p in tl)
     print(f"\ntrace: {s['done']} requests; target 2 at {up_at:.0f}s (burst 30-70 s); most RUNNING {peak}; "
           f"TTFT p95 {s['ttft_s']['p95'] * 1000:.0f} ms; timeline {[(p['t'], p['running'], p['target']) for p in tl][::3]}")

@@ -106,6 +106,13 @@ def test_llmctl_uses_the_key(keyed_app, cluster_home):
     assert b.code == 0, b.err
     data = b.json()
     assert data["summary"]["done"] == 2 and data["summary"]["failed"] == 0 and KEY not in b.out
+    # the engines' prefix-cache lookups, read once Ray exported them: every answered prompt token looked up once
+    pc, s = data["summary"]["prefix_cache"], data["summary"]
+    assert pc["complete"] is True and pc["queries"] >= s["done"] * s["prompt_tokens_mean"] > 0, pc
+    # ... and what the app's one engine counted, by deployment
+    (llm,) = [d for d in s["engines"] if d.startswith("LLMServer:")]
+    e = s["engines"][llm]
+    assert e["replicas"] == 1 and e["requests"] >= 2 and e["generation_tokens"] >= 2 and e["ttft_mean_s"] > 0, e
     # an endpoint given by URL: the key by --api-key-env, or a one-line refusal naming the flag
     nokey = llmctl("bench", "--url", keyed_app["endpoint"], "--requests", "1", env=env)
     assert nokey.code == 2 and "--api-key-env" in nokey.err and "401" in nokey.err, nokey.err

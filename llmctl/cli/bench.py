@@ -198,10 +198,15 @@ def _serving_text(res) -> list[str]:
         if sf.is_llm_server(dep):
             lines.append(f"{dep} request router: {r.get('router') or 'Serve default (power of two choices)'}"
                          + (f"; autoscaling policy: {r['autoscaling_policy']}" if r.get("autoscaling_policy") else ""))
+    for dep, e in res.engines.items():
+        lines.append(f"{dep} engines ({e['replicas']} replica(s)), vLLM's own counts: {e['requests']:.0f} request(s), "
+                     f"{e['prompt_tokens']:,.0f} prompt tokens, {e['generation_tokens']:,.0f} generated; "
+                     f"TTFT mean {_ms(e['ttft_mean_s'])}, inter-token mean {_ms(e['itl_mean_s'])}")
     pc = res.prefix_cache
     if pc and pc.get("hit_rate") is not None:
         per = ", ".join(f"{rid} {v['hit_rate']:.0%} of {v['queries']:.0f}" for rid, v in pc["replicas"].items())
-        lines.append(f"prefix cache (vLLM): {pc['hit_rate']:.1%} of {pc['queries']:.0f} prompt tokens hit" + (f" ({per})" if per else ""))
+        lines.append(f"prefix cache (vLLM): {pc['hit_rate']:.1%} of {pc['queries']:.0f} prompt tokens hit" + (f" ({per})" if per else "")
+                     + ("; partial: the engines had not exported every request's lookup yet" if pc.get("complete") is False else ""))
     return lines
 
 

@@ -47,7 +47,8 @@ def replica_sampler(dashboard_url: str, app: str, ray_token_env: Optional[str] =
 
 def routing_of(dashboard_url: str, app: str, ray_token_env: Optional[str] = None) -> dict[str, dict]:
     """Each deployment of ``app``: the request router class and the autoscaling
-    policy Serve runs it with (Serve's REST status); {} when unreadable."""
+    policy Serve runs it with, and its replicas' ids now (Serve's REST
+    status); {} when unreadable."""
     from llmctl.launch.address import ray_token_for
     from llmctl.launch.serve_api import ServeClient
 
@@ -61,5 +62,6 @@ def routing_of(dashboard_url: str, app: str, ray_token_env: Optional[str] = None
         dc = dep.get("deployment_config") or {}
         router = (dc.get("request_router_config") or {}).get("request_router_class")
         policy = ((dc.get("autoscaling_config") or {}).get("policy") or {}).get("policy_function")
-        out[name] = {"router": router, "autoscaling_policy": policy}
+        out[name] = {"router": router, "autoscaling_policy": policy,
+                     "replicas": sorted(r["replica_id"] for r in dep.get("replicas") or [] if r.get("replica_id"))}
     return out

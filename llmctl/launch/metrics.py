@@ -75,6 +75,33 @@ def engine_probe(address: Optional[str] = None, metrics_url_: Optional[str] = No
     return scrape
 
 
+# Ray exports the engines' counters once per metrics report interval (1 s on a
+# head llmctl starts, Ray's default 10 s elsewhere): a scrape right after a
+# short run misses its last requests.
+COUNTERS_WAIT_S = 12.0
+
+
+def settled_scrape(probe: Callable[[], Optional[dict]], before: dict, prompt_tokens: int,
+                   model: Optional[str] = None, wait: float = COUNTERS_WAIT_S) -> tuple[Optional[dict], bool]:
+    """(scrape, True) once the engines' prefix-cache lookups since ``before``
+    cover the ``prompt_tokens`` a run's answered requests sent (vLLM looks
+    each prompt up once; 0: the server did not say, so any lookup does), or
+    (the last scrape, False) after ``wait`` seconds; (None, False) when no
+    scrape answered."""
+    from llmctl.perf.metrics import prefix_cache
+    from llmctl.poll import poll_iter
+
+    last = None
+    for _ in poll_iter(wait, 0.5):
+        after = probe()
+        if after is None:
+            continue
+        last = after
+        if prefix_cache(before, after, model)["queries"] >= max(prompt_tokens, 1):
+            return after, True
+    return last, False
+
+
 def local_cpu_seconds(dashboard_url: Optional[str] = None) -> Optional[Callable[[], float]]:
     """CPU seconds used so far by the local Ray head llmctl started (every
     process of it: raylet, workers, Serve replicas) and this process, or None

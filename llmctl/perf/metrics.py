@@ -160,6 +160,11 @@ class MetricsReader:
         return out
 
 
+def _since(a: EngineSample, b: Optional[EngineSample], attr: str) -> float:
+    """How much a replica's counter grew between two scrapes (all of it when the replica is new)."""
+    return getattr(a, attr) - (getattr(b, attr) if b else 0.0)
+
+
 def prefix_cache(before: dict[str, EngineSample], after: dict[str, EngineSample], model: Optional[str] = None) -> dict:
     """vLLM's prefix-cache hit rate between two scrapes: prompt tokens found in
     the cache over those looked up, for all replicas (of ``model``, when given)
@@ -169,10 +174,34 @@ def prefix_cache(before: dict[str, EngineSample], after: dict[str, EngineSample]
         if model and a.model and a.model != model:
             continue
         b = before.get(rid)
-        q = a.prefix_cache_queries - (b.prefix_cache_queries if b else 0.0)
-        h = a.prefix_cache_hits - (b.prefix_cache_hits if b else 0.0)
+        q, h = _since(a, b, "prefix_cache_queries"), _since(a, b, "prefix_cache_hits")
         if q > 0:
             per[rid] = {"queries": q, "hits": h, "hit_rate": h / q}
     q = sum(v["queries"] for v in per.values())
     h = sum(v["hits"] for v in per.values())
     return {"queries": q, "hits": h, "hit_rate": h / q if q else None, "replicas": per}
+
+
+def engines_of(before: dict[str, EngineSample], after: dict[str, EngineSample],
+               replicas: dict[str, list[str]]) -> dict[str, dict]:
+    """What each deployment's engines did between two scrapes, from vLLM's own
+    counters: requests that got their first token, prompt tokens prefilled
+    and tokens generated, mean engine-side TTFT and inter-token latency, and
+    the prefix-cache hit rate. ``replicas``: deployment -> its replica ids
+    (Serve's status). A prefill/decode app's pools, or a DP group's ranks,
+    come out as the deployments they are."""
+    out: dict[str, dict] = {}
+    for dep, ids in replicas.items():
+        pairs = [(after[r], before.get(r)) for r in ids if r in after]
+        if not pairs:
+            continue
+        tot = {attr: sum(_since(a, b, attr) for a, b in pairs)
+               for attr in ("ttft_count", "ttft_sum", "itl_count", "itl_sum", "prompt_tokens", "generation_tokens",
+                            "prefix_cache_queries", "prefix_cache_hits")}
+        out[dep] = {"replicas": len(pairs), "requests": tot["ttft_count"], "prompt_tokens": tot["prompt_tokens"],
+                    "generation_tokens": tot["generation_tokens"],
+                    "ttft_mean_s": tot["ttft_sum"] / tot["ttft_count"] if tot["ttft_count"] > 0 else None,
+                    "itl_mean_s": tot["itl_sum"] / tot["itl_count"] if tot["itl_count"] > 0 else None,
+                    "prefix_cache_hit_rate": (tot["prefix_cache_hits"] / tot["prefix_cache_queries"]
+                                              if tot["prefix_cache_queries"] > 0 else None)}
+    return out
