@@ -8,7 +8,8 @@ CPU build (issue 40), written by gen-config and deployed by `llmctl up`.
   all_gatherv (``NotImplementedError`` in
   ``vllm/distributed/device_communicators/base_device_communicator.py``,
   vLLM 0.32 CPU). The test proves everything up to the engine start and that
-  the first request fails with exactly that error of the engine's; if a vLLM
+  the first request fails with exactly that error of the engine's, which
+  `llmctl logs` shows from the ranks' worker processes; if a vLLM
   release runs it, the test sees the answer instead (docs/dp-pd.md).
 - P/D 1:1 of the tiny Llama with vLLM's ExampleConnector (NIXL and LMCache
   need CUDA): the decode pool answers through the ingress after the prefill
@@ -17,7 +18,6 @@ CPU build (issue 40), written by gen-config and deployed by `llmctl up`.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import httpx
 import pytest
@@ -67,10 +67,11 @@ def test_dp2_tiny_moe_is_one_gang_behind_one_endpoint(cluster_home, tiny_moe, tm
             return
         # the replica answers with the engine's death ...
         assert "EngineDeadError" in reply.text, (reply.status_code, reply.text[-2000:])
-        # ... and the engine's own root cause is in its ranks' worker logs (the head's session dir)
-        logs = Path(cluster_home.state.temp_dir) / "session_latest" / "logs"
-        found = [p for p in logs.glob("worker-*.out") if all(part in p.read_text(errors="replace") for part in CPU_DP_ERROR)]
-        assert found, f"no worker log of {logs} has {CPU_DP_ERROR}"
+        # ... and `llmctl logs` shows the engine's own root cause: the traceback of a rank's worker process
+        logs = llmctl("logs", "dp_app", "--lines", "300")
+        assert logs.code == 0, logs.err
+        rank_lines = [ln for ln in logs.out.splitlines() if ln.startswith("[stdout DPServer:tiny-moe-dp ")]
+        assert all(any(part in ln for ln in rank_lines) for part in CPU_DP_ERROR), logs.out[-3000:]
     finally:
         llmctl("down", "dp_app")
 

@@ -8,6 +8,7 @@ and huggingface_hub are imported inside the functions that need them, so
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -40,6 +41,14 @@ def run() -> int:
     return main()
 
 
+@functools.cache
+def _command():
+    """The click command Typer builds from ``app``: built once per process
+    (Typer's ``app(...)`` rebuilds every command's parameters on each call,
+    about 0.1 s, which in-process callers of :func:`main` paid every time)."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: one handler maps errors to exit codes."""
     argv = _global_options_first(list(sys.argv[1:] if argv is None else argv))
@@ -52,7 +61,7 @@ def _run(argv: list[str], debug: bool) -> int:
     from llmctl.cli.console import error
 
     try:
-        rv = app(args=argv, prog_name="llmctl", standalone_mode=False)
+        rv = _command().main(args=argv, prog_name="llmctl", standalone_mode=False)
     except LlmctlError as e:
         if debug:
             raise
