@@ -62,7 +62,7 @@ test-own: setup
 	$(OWN_TESTS)
 
 ## test-long: the long end-to-end demonstrations (marked long: autoscaling and rollouts under load, capacity runs, routers, latency autoscaling, trace replay, DP/PD on the CPU engine), one process; CI runs it after make test
-# LONG_ARGS: more pytest arguments (CI's leaves out the latency module, see .ci/run)
+# LONG_ARGS: more pytest arguments (e.g. LONG_ARGS="-k prefix_router")
 test-long: setup
 	$(VENV)/bin/pytest -q -m long $(LONG_ARGS) 2>&1 | sed -u 's/^/[long] /'
 
