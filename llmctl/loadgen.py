@@ -496,9 +496,8 @@ def bench(
         from llmctl.perf.metrics import engines_of, prefix_cache
 
         model_id = chosen.split(":")[0]
-        after, complete = settled_scrape(probe, before, sum(r.prompt_tokens for r in res.results if r.ok), model_id)
+        after, complete = settled_scrape(probe, before, res.done, model_id)
         if after is not None:
             res.prefix_cache = {**prefix_cache(before, after, model_id), "complete": complete}
             res.engines = engines_of(before, after, {d: r.get("replicas", []) for d, r in res.routing.items()})
     return res
-

@@ -52,7 +52,7 @@ def test_engines_per_deployment_between_two_scrapes():
     """A deployment's engines: the growth of its replicas' counters, only
     theirs (a replica of another deployment, or one Serve does not list, is
     not counted), with means over the requests in between."""
-    from llmctl.perf.metrics import engines_of
+    from llmctl.perf.metrics import engines_of, first_tokens
 
     text = DATA.read_text()
     before = samples_of(text, t=0.0)
@@ -71,3 +71,6 @@ def test_engines_per_deployment_between_two_scrapes():
     assert p["prompt_tokens"] == 400 and p["generation_tokens"] == 32
     assert abs(p["ttft_mean_s"] - 0.1) < 1e-9 and abs(d["ttft_mean_s"] - 0.1) < 1e-9
     assert p["itl_mean_s"] is None  # no inter-token latencies between the scrapes
+    # what bench waits for before it reads them: a first token for each request (of the model)
+    assert first_tokens(before, now) == 9 and first_tokens(before, now, "tiny-cap") == 9
+    assert first_tokens(before, now, "another-model") == 0

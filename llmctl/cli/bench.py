@@ -206,7 +206,7 @@ def _serving_text(res) -> list[str]:
     if pc and pc.get("hit_rate") is not None:
         per = ", ".join(f"{rid} {v['hit_rate']:.0%} of {v['queries']:.0f}" for rid, v in pc["replicas"].items())
         lines.append(f"prefix cache (vLLM): {pc['hit_rate']:.1%} of {pc['queries']:.0f} prompt tokens hit" + (f" ({per})" if per else "")
-                     + ("; partial: the engines had not exported every request's lookup yet" if pc.get("complete") is False else ""))
+                     + ("; partial: the engines had not exported every request yet" if pc.get("complete") is False else ""))
     return lines
 
 

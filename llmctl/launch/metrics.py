@@ -81,14 +81,13 @@ def engine_probe(address: Optional[str] = None, metrics_url_: Optional[str] = No
 COUNTERS_WAIT_S = 12.0
 
 
-def settled_scrape(probe: Callable[[], Optional[dict]], before: dict, prompt_tokens: int,
+def settled_scrape(probe: Callable[[], Optional[dict]], before: dict, requests: int,
                    model: Optional[str] = None, wait: float = COUNTERS_WAIT_S) -> tuple[Optional[dict], bool]:
-    """(scrape, True) once the engines' prefix-cache lookups since ``before``
-    cover the ``prompt_tokens`` a run's answered requests sent (vLLM looks
-    each prompt up once; 0: the server did not say, so any lookup does), or
-    (the last scrape, False) after ``wait`` seconds; (None, False) when no
-    scrape answered."""
-    from llmctl.perf.metrics import prefix_cache
+    """(scrape, True) once the engines (of ``model``) count, since ``before``,
+    a first token for each of the ``requests`` a run had answered (vLLM's
+    TTFT histogram counts every request once), or (the last scrape, False)
+    after ``wait`` seconds; (None, False) when no scrape answered."""
+    from llmctl.perf.metrics import first_tokens
     from llmctl.poll import poll_iter
 
     last = None
@@ -97,7 +96,7 @@ def settled_scrape(probe: Callable[[], Optional[dict]], before: dict, prompt_tok
         if after is None:
             continue
         last = after
-        if prefix_cache(before, after, model)["queries"] >= max(prompt_tokens, 1):
+        if first_tokens(before, after, model) >= requests:
             return after, True
     return last, False
 

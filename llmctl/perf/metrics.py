@@ -165,6 +165,12 @@ def _since(a: EngineSample, b: Optional[EngineSample], attr: str) -> float:
     return getattr(a, attr) - (getattr(b, attr) if b else 0.0)
 
 
+def first_tokens(before: dict[str, EngineSample], after: dict[str, EngineSample], model: Optional[str] = None) -> float:
+    """Requests the engines (of ``model``, when given) gave a first token between two scrapes."""
+    return sum(_since(a, before.get(rid), "ttft_count") for rid, a in after.items()
+               if not (model and a.model and a.model != model))
+
+
 def prefix_cache(before: dict[str, EngineSample], after: dict[str, EngineSample], model: Optional[str] = None) -> dict:
     """vLLM's prefix-cache hit rate between two scrapes: prompt tokens found in
     the cache over those looked up, for all replicas (of ``model``, when given)
