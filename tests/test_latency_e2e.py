@@ -186,12 +186,14 @@ def _trace(path: Path) -> tuple[Path, int]:
     return path, len(rows)
 
 
-def _policy_log(cluster_home, lines: int = 15) -> str:
-    """The policy's last decisions (it logs each change it asks for to the Serve controller's log)."""
+def _policy_log(cluster_home, lines: int = 20) -> str:
+    """The policy's last decisions (it logs each change it asks for) and Serve's scaling lines, from the Serve
+    controller's logs in time order (each line starts with its level and timestamp)."""
     logs = Path(cluster_home.state.temp_dir) / "session_latest" / "logs" / "serve"
-    found = [ln for p in sorted(logs.glob("controller_*.log")) for ln in p.read_text(errors="replace").splitlines()
-             if "llmctl_latency" in ln]
-    return "\n".join(found[-lines:]) or "(no llmctl_latency line in the controller's log)"
+    found = [ln for p in logs.glob("controller_*.log") for ln in p.read_text(errors="replace").splitlines()
+             if "llmctl_latency" in ln or "scaling" in ln.lower()]
+    found.sort(key=lambda ln: ln.split(" ", 1)[-1][:23])  # "INFO 2026-11-29 01:35:44,285 controller ..."
+    return "\n".join(found[-lines:]) or "(no llmctl_latency or scaling line in the controller's logs)"
 
 
 @pytest.mark.timeout(2400)
@@ -268,7 +270,8 @@ def test_far_target_does_not_scale_under_the_same_load(ttft_app, cluster_home, t
     tl = _timeline(data)
     # not scaled: Serve's target stays 1 and never a second replica runs (a sample may miss the one replica's RUNNING
     # state on a busy machine: once, 2026-11-28, one sample was not 1/1; what it was is not known)
-    assert all(p["target"] == 1 and p["running"] <= 1 for p in tl), f"{tl}\npolicy:\n{_policy_log(cluster_home)}"
+    assert all(p["target"] == 1 and p["running"] <= 1 for p in tl), (
+        f"{tl}\nrouting: {data['summary'].get('routing', {}).get(TTFT_LLM)}\npolicy:\n{_policy_log(cluster_home)}")
     assert data["summary"]["ttft_s"]["p95"] > TARGET_S  # the same load: over the first target, far under this one
     print(f"\ntarget 60 s: TTFT p95 {data['summary']['ttft_s']['p95'] * 1000:.0f} ms, 1 replica throughout "
           f"({len(tl)} samples over {data['summary']['seconds']:.0f}s)")
