@@ -248,7 +248,7 @@ def test_plan_trace_asks_for_the_replicas_the_burst_took(ttft_app, cluster_home,
 
 
 @pytest.mark.timeout(2400)
-@pytest.mark.xfail(reason="issue 41, open: fails about one run in two. Seen 2026-11-29 (fresh-clone run): Serve upscaled "
+@pytest.mark.xfail(reason="issue 41, open: failed in 3 of its last 4 runs. Seen 2026-11-29 (fresh-clone runs): Serve upscaled "
                           "1 -> 2 about 10 s into the load after the in-place change to the 60 s target, and the policy "
                           "logged no decision after the change (it logs each one that differs from Serve's target); "
                           "cause not found", strict=False)
