@@ -165,10 +165,14 @@ def _since(a: EngineSample, b: Optional[EngineSample], attr: str) -> float:
     return getattr(a, attr) - (getattr(b, attr) if b else 0.0)
 
 
+def _of_model(samples: dict[str, EngineSample], model: Optional[str]) -> list[tuple[str, EngineSample]]:
+    """The replicas' samples, sorted, of ``model`` when given (a sample without a model name counts)."""
+    return [(rid, a) for rid, a in sorted(samples.items()) if not (model and a.model and a.model != model)]
+
+
 def first_tokens(before: dict[str, EngineSample], after: dict[str, EngineSample], model: Optional[str] = None) -> float:
     """Requests the engines (of ``model``, when given) gave a first token between two scrapes."""
-    return sum(_since(a, before.get(rid), "ttft_count") for rid, a in after.items()
-               if not (model and a.model and a.model != model))
+    return sum(_since(a, before.get(rid), "ttft_count") for rid, a in _of_model(after, model))
 
 
 def prefix_cache(before: dict[str, EngineSample], after: dict[str, EngineSample], model: Optional[str] = None) -> dict:
@@ -176,9 +180,7 @@ def prefix_cache(before: dict[str, EngineSample], after: dict[str, EngineSample]
     the cache over those looked up, for all replicas (of ``model``, when given)
     and per replica."""
     per: dict[str, dict] = {}
-    for rid, a in sorted(after.items()):
-        if model and a.model and a.model != model:
-            continue
+    for rid, a in _of_model(after, model):
         b = before.get(rid)
         q, h = _since(a, b, "prefix_cache_queries"), _since(a, b, "prefix_cache_hits")
         if q > 0:
