@@ -34,6 +34,7 @@ def sweep(
     repeat: int = 1,
     warmup: float = 0.0,
     ray_token_env: Optional[str] = None,
+    metrics_url: Optional[str] = None,
 ) -> dict[str, Any]:
     """``bench --sweep``: each step of ``steps`` (llmctl.perf.slo.Sweep:
     concurrencies or request rates) held for ``duration`` seconds, one after
@@ -52,7 +53,13 @@ def sweep(
     once, and its first seconds run faster than what follows (measured on
     the CPU engine: 19-53 % at 8 to 16 concurrent, docs/capacity.md). The
     step's rate is then the requests started in the rest of the hold over
-    its length, its percentiles theirs."""
+    its length, its percentiles theirs.
+
+    Each step also has ``engine_ttft_s``: TTFT as the engines measured it
+    (vLLM's histogram between scrapes before and after each hold, from the
+    request's arrival at the engine: what ``--autoscale-on`` scales on and
+    ``plan --slo-at engine`` fits), when the engines' metrics endpoint is
+    known (a head llmctl started, or ``metrics_url``)."""
     from llmctl.perf.sweep import goodput, max_rate_within, provenance
 
     if duration is None or duration <= 0:
@@ -67,6 +74,12 @@ def sweep(
     base, chosen, dashboard, app_name = resolve_endpoint(app, model, url, address, headers, ray_token_env)
     sample = replica_sampler(dashboard, app_name, ray_token_env) if dashboard and app_name else None
     cpu = cpu_probe(dashboard)
+    from llmctl.launch.metrics import engine_probe, settled_scrape
+    from llmctl.perf.metrics import add_ttft_counts, ttft_counts, ttft_summary
+
+    probe = engine_probe(address, metrics_url, ray_token_env=ray_token_env) if (dashboard or metrics_url) else None
+    model_id = chosen.split(":")[0]
+    engine_ttft: dict[int, dict] = {}
     stop = stop or threading.Event()
     out_steps: list[dict[str, Any]] = []
     timeline: dict[str, list[dict[str, Any]]] = {}
@@ -82,7 +95,12 @@ def sweep(
             conc = int(v) if steps.mode == "concurrency" else max_concurrency
             st = BenchSettings(base, chosen, conc, None, duration, prompt_tokens, max_tokens, True,
                                float(v) if steps.mode == "rate" else None, i + pas * len(steps.values))
+            before = probe() if probe else None
             res = asyncio.run(run_hold(st, stop, sample, on_progress, interval, cpu, headers))
+            after = settled_scrape(probe, before, res.done, model_id)[0] if before is not None else None
+            if after is not None:
+                c = ttft_counts(before, after, model_id)
+                engine_ttft[i] = add_ttft_counts(engine_ttft[i], c) if i in engine_ttft else c
             held.setdefault(i, []).append(res.steady(warmup, min(duration, res.seconds)) if warmup else res)
             t0.setdefault(i, offset)
             for dep, pts in res.replica_timeline().items():
@@ -94,6 +112,7 @@ def sweep(
     for i, parts in sorted(held.items()):
         v, res = steps.values[i], BenchResult.pooled(parts)
         summ, requests = res.summary(), res.requests_json()
+        summ["engine_ttft_s"] = ttft_summary(engine_ttft[i]) if i in engine_ttft else None
         step = {"index": i, "mode": steps.mode, "value": v, "concurrency": res.settings.concurrency if steps.mode == "concurrency" else None,
                 "rate": float(v) if steps.mode == "rate" else None, "t0": round(t0[i], 2), "passes": len(parts),
                 "summary": summ, "requests": requests}

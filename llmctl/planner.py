@@ -319,16 +319,19 @@ def capacity(
     kv_cache_dtype: str = "auto",
     max_num_seqs: Union[None, int, str] = None,
     quantization: Optional[str] = None,
+    slo_at: str = "client",
 ) -> CapacityTable:
     """``llmctl plan --slo``: per GPU type and TP size, the estimated highest
     request rate one replica sustains within the targets, the replicas
     ``rate`` needs, the cost per hour and per million output tokens, and the
     bound that limits it; the cheapest priced setup that meets the goal is
     marked. ``profile``: paths of ``bench --sweep --output`` files whose fit
-    replaces the default efficiencies (and makes ``gpu="cpu"`` plannable).
+    replaces the default efficiencies (and makes ``gpu="cpu"`` plannable);
+    ``slo_at="engine"``: TTFT targets as the engines measure it (what
+    ``--autoscale-on`` scales on), fitted on the sweeps' engine-side TTFT.
     Figures are estimates (docs/capacity.md says how accurate)."""
     from llmctl.hardware import PRICES
-    from llmctl.perf.calibrate import fit, load_sweeps
+    from llmctl.perf.calibrate import TTFT_AT, fit, load_sweeps
     from llmctl.perf.capacity import plan_capacity
     from llmctl.perf.slo import parse_prices, parse_slo
 
@@ -343,6 +346,9 @@ def capacity(
     prices.update(given)
     profile_obj, arch = model_arch(model)
     sweeps = load_sweeps(profile) if profile else []
+    if slo_at not in TTFT_AT or (slo_at == "engine" and not sweeps):
+        raise UsageError(f"{param('slo_at')}: client (what the clients see) or engine (vLLM's own TTFT, what the latency "
+                         f"policy scales on; it needs {param('profile')}, a sweep that read it); got {slo_at}", param="slo_at")
     cpu = gpu is not None and gpu.strip().lower() == "cpu"
     setups = []
     if cpu:
@@ -360,7 +366,7 @@ def capacity(
     cal = None
     if sweeps:
         _, _, shape0, dev0, eng0 = setups[0]
-        cal = fit(sweeps, shape0, dev0, eng0)
+        cal = fit(sweeps, shape0, dev0, eng0, ttft_at=slo_at)
     rows = plan_capacity(setups, goal, isl=int(isl), osl=int(osl), rate=rate, prices=prices, cal=cal)
     used = {r.gpu: ({"usd_per_hour": prices[r.gpu], "source": "given (--price)"} if r.gpu in given else
                     {"usd_per_hour": PRICES[r.gpu].usd_per_hour, "date": PRICES[r.gpu].date, "source": PRICES[r.gpu].source})

@@ -110,6 +110,11 @@ def test_sweep_profile_plan_and_report(cap_app, cluster_home, tmp_path):
         m = s["summary"]
         assert m["done"] > 0 and m["failed"] == 0 and set(m["tpot_s"]) >= {"p50", "p95", "mean"}
         assert s["goodput"]["requests"] <= m["done"] and len(s["requests"]) == m["requests"]
+        # vLLM's own TTFT (its histogram between scrapes around the step): every request of the step that got a
+        # first token, and less time than its clients waited (the engine's clock starts when Serve hands it over)
+        e = m["engine_ttft_s"]
+        assert e is not None and e["requests"] >= m["done"], (e, m["done"])
+        assert 0 < e["mean"] < m["ttft_s"]["mean"] and 0 < e["p50"] <= e["p95"], (e, m["ttft_s"])
     assert sweep["provenance"]["versions"]["ray"] and sweep["provenance"]["serve_config"]["name"] == APP
     assert sweep["replicas"]["LLMServer:tiny-cap"] and sweep["inflight"]
     from llmctl.perf.report import PLOTS, validate
@@ -125,6 +130,13 @@ def test_sweep_profile_plan_and_report(cap_app, cluster_home, tmp_path):
     plan = p.json()
     assert plan["calibration"]["efficiency"]["source"] == "fitted" and plan["rows"][0]["gpu"] == "cpu"
     assert len(plan["calibration"]["fit"]) == 2
+    # the same goal on the engines' TTFT (what --autoscale-on reads): the fit is of the steps' engine-side figures
+    pe = llmctl("plan", "--model", _model_dir(cap_app), "--gpu", "cpu", "--profile", prof, "--slo-at", "engine",
+                "--slo", "ttft_p95=5s,itl_p95=200ms", "--isl", "40", "--osl", "32", "--json")
+    assert pe.code == 0, pe.err
+    eng = pe.json()
+    assert eng["calibration"]["ttft_at"] == "engine" and plan["calibration"]["ttft_at"] == "client"
+    assert [f["ttft_p95"] for f in eng["calibration"]["fit"]] == [s["summary"]["engine_ttft_s"]["p95"] for s in sweep["steps"]]
 
 
 def _model_dir(gen_out: Path) -> str:

@@ -155,6 +155,35 @@ def test_policy_decisions(hist, current, target, want, why):
     assert (n, state["llmctl_latency"]["decision"]) == (want, why)
 
 
+def test_policy_logs_each_change_of_reason_with_its_targets():
+    """The controller's log says why the policy keeps the replicas it has, not only when it asks for a change: one
+    line per change of reason (and per change asked for, at most every 5 s), each naming the targets it holds."""
+    import logging
+    import types
+
+    lat = _policy()
+    pol = lat.LatencyPolicy(targets={"ttft_p95": 0.4}, model_id="m", scrape_interval_s=3600)
+    pol._scraper.stop.set()
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda rec: lines.append(rec.getMessage())
+    logging.getLogger("ray.serve").addHandler(handler)
+    try:
+        ctx = types.SimpleNamespace(current_num_replicas=1, target_num_replicas=1)
+        pol._scraper.history.clear()
+        for _ in range(3):
+            pol(ctx)  # no metrics yet: one line, not three
+        pol._scraper.history.extend([(0.0, {}), (1.0, {"ttft": {0.1: 0, 0.3: 20, float("inf"): 20}})])
+        pol(ctx)  # within target: a new reason
+        pol._scraper.history.append((2.0, {"ttft": {0.1: 0, 0.5: 2, 1.0: 20, float("inf"): 20}}))
+        pol(ctx), pol(ctx)  # above target, 1 -> 2 wanted: once within 5 s
+    finally:
+        logging.getLogger("ray.serve").removeHandler(handler)
+    mine = [ln for ln in lines if ln.startswith("llmctl_latency m:")]
+    assert [ln.split(": ", 1)[1].split(" (")[0] for ln in mine] == ["no metrics yet", "within target", "above target"], mine
+    assert all('targets {"ttft_p95": 0.4}' in ln for ln in mine) and mine[-1].endswith("1 -> 2 replicas wanted"), mine
+
+
 def _model_config(tmp_path, dc: str) -> Path:
     p = tmp_path / "m.yaml"
     p.write_text("model_loading_config: {model_id: m, model_source: Qwen/Qwen2.5-0.5B-Instruct}\n"

@@ -223,28 +223,33 @@ def test_trace_replay_follows_the_burst(ttft_app, cluster_home, tmp_path):
 
 
 @pytest.mark.timeout(2400)
-@pytest.mark.xfail(reason="issue 41, open: plan's TTFT target is the client's (Serve's overhead included), the policy's is "
-                          "vLLM's own; calibrated on this app, plan calls the 100 ms engine-side target unreachable", strict=False)
 def test_plan_trace_asks_for_the_replicas_the_burst_took(ttft_app, cluster_home, tmp_path):
+    """plan --trace with the policy's target on the policy's side (--slo-at engine: vLLM's own TTFT), calibrated on
+    this app with one replica (bench --sweep of the burst's requests, whose steps record the engines' TTFT)."""
     if "replayed" not in ttft_app:
         pytest.skip("needs test_trace_replay_follows_the_burst's replay (run the module)")
     trace, tl = ttft_app["replayed"]
-    # plan --trace on the same trace, calibrated on this app with one replica (bench --sweep)
     sweep = tmp_path / "sweep.json"
-    cal = llmctl("bench", TTFT_APP, "--sweep", "1,2,4", "--duration", "20", "--prompt-tokens", "200", "--max-tokens", "32",
-                 "--output", str(sweep), "--json", timeout=900)
+    cal = llmctl("bench", TTFT_APP, "--sweep", "1,4,12", "--duration", "20", "--prompt-tokens", "300",
+                 "--max-tokens", str(BURST_OUTPUT), "--output", str(sweep), "--json", timeout=900)
     assert cal.code == 0, cal.err
-    p = llmctl("plan", "--model", str(ttft_app["model"]), "--gpu", "cpu",
+    steps = json.loads(sweep.read_text())["steps"]
+    seen = [(st["value"], st["summary"]["req_per_s"], st["summary"]["ttft_s"]["p95"], st["summary"]["engine_ttft_s"])
+            for st in steps]
+    assert all(st["summary"]["engine_ttft_s"] for st in steps), seen
+    p = llmctl("plan", "--model", str(ttft_app["model"]), "--gpu", "cpu", "--slo-at", "engine",
                "--slo", f"ttft_p95={TARGET_S * 1000:g}ms", "--trace", str(trace), "--window", "20",
                "--profile", str(sweep), "--json")
-    print(p.out[-3000:], p.err[-2000:])
     assert p.code == 0, p.err
     plan = p.json()
     row = plan["capacity"]["rows"][0]
     quiet = [n for (start, _), n in zip(plan["windows"], row["replicas_by_window"]) if start + 20 <= 30 or start >= 80]
-    print(f"plan --trace: {row['replicas_at_peak']} replica(s) at the peak, per window {row['replicas_by_window']}")
-    assert row["replicas_at_peak"] == max(p["target"] for p in tl if p["target"]) == 2
-    assert set(quiet) == {1}, (quiet, plan["windows"])
+    why = (f"sweep (concurrency, req/s, client TTFT p95, engine TTFT): {seen}; plan: {row['replicas_at_peak']} at the "
+           f"peak, {row.get('max_rate')} req/s per replica, per window {row['replicas_by_window']}; policy's targets "
+           f"{[p['target'] for p in tl]}")
+    print("\n" + why)
+    assert row["replicas_at_peak"] == max(p["target"] for p in tl if p["target"]) == 2, why
+    assert set(quiet) == {1}, why
 
 
 @pytest.mark.timeout(2400)

@@ -261,3 +261,20 @@ def test_cpu_plan_from_a_profile(tmp_path, config_model, capsys):
     assert d["calibration"]["device"] == "cpu" and d["calibration"]["efficiency"]["source"] == "fitted"
     row = d["rows"][0]
     assert row["gpu"] == "cpu" and row["max_rate"] > 0 and row["by_replicas"]["1"] == pytest.approx(row["max_rate"])
+
+
+def test_slo_at_engine_needs_a_sweep_that_read_the_engines(tmp_path, config_model, capsys):
+    """--slo-at engine fits vLLM's own TTFT, which only a sweep that scraped the engines has: a sweep without it, no
+    sweep, an unknown side or no --slo each get one line naming the flag, the file or the step."""
+    truth = Efficiency(step_s=0.002, seq_s=0.0004, token_s=2e-5, request_s=0.05, ttft_steps=20, frontend_s=0)
+    prof = tmp_path / "bench.json"
+    prof.write_text(json.dumps(_synthetic_sweep(truth)))
+    plan = ["plan", "--model", config_model, "--gpu", "cpu", "--slo", "ttft_p95=2s,itl_p95=50ms", "--isl", "100", "--osl", "64"]
+    r = run_cli(capsys, *plan, "--profile", prof, "--slo-at", "engine")
+    assert r.code == 2 and f"profile: {prof}: step" in r.err and "no engine-side TTFT" in r.err, r.err
+    r = run_cli(capsys, *plan, "--slo-at", "engine")
+    assert r.code == 2 and "--slo-at" in r.err and "--profile" in r.err, r.err
+    r = run_cli(capsys, *plan, "--profile", prof, "--slo-at", "server")
+    assert r.code == 2 and "--slo-at" in r.err and "client" in r.err and "engine" in r.err, r.err
+    r = run_cli(capsys, "plan", "--model", config_model, "--slo-at", "engine")
+    assert r.code == 2 and "add --slo" in r.err, r.err

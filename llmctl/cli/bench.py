@@ -94,7 +94,7 @@ def bench_cmd(
     prefix_tokens: Annotated[int, typer.Option("--prefix-tokens", metavar="L", help="Tokens of each shared prefix (about; the server's usage counts).")] = 0,
     trace: Annotated[Optional[Path], typer.Option("--trace", metavar="FILE", help="Replay a request trace (CSV or JSON Lines): Azure LLM inference (TIMESTAMP, ContextTokens, GeneratedTokens), BurstGPT (Timestamp, Request tokens, Response tokens, ...) or timestamp, input_tokens, output_tokens[, prefix_id]; each request at its time, with its tokens (--concurrency caps those in flight).")] = None,
     speedup: Annotated[Optional[float], typer.Option("--speedup", metavar="FACTOR", help="With --trace: replay FACTOR times faster (0.5: half as fast).")] = None,
-    metrics_url: Annotated[Optional[str], typer.Option("--metrics-url", metavar="URL", help="The engines' metrics (http://NODE:METRICS_EXPORT_PORT/metrics) for the prefix-cache hit rate, on a cluster llmctl did not start.")] = None,
+    metrics_url: Annotated[Optional[str], typer.Option("--metrics-url", metavar="URL", help="The engines' metrics (http://NODE:METRICS_EXPORT_PORT/metrics) for their own figures (prefix-cache hit rate, engine-side TTFT of each --sweep step), on a cluster llmctl did not start.")] = None,
 ) -> None:
     """Load an app's OpenAI endpoint: req/s, tokens/s, TTFT and inter-token latency, and the replicas over time."""
     from llmctl.loadgen import bench
@@ -114,7 +114,7 @@ def bench_cmd(
         concurrency = 256 if trace is not None else 8  # a trace sets the arrivals: a cap, not a load
     if sweep:
         _sweep_cmd(app_name, model, sweep, duration, slo_obj, prompt_tokens, max_tokens, concurrency, url, address,
-                   json_out, output, report, api_key_env, repeat, warmup, ray_token_env)
+                   json_out, output, report, api_key_env, repeat, warmup, ray_token_env, metrics_url)
         return
     if rate is not None and rate <= 0:
         raise UsageError(f"--rate: must be a positive number of requests per second (got {rate:g})")
@@ -251,7 +251,8 @@ def _step_line(i: int, res) -> str:
 
 
 def _sweep_cmd(app_name, model, sweep_text, duration, slo_obj, prompt_tokens, max_tokens, concurrency, url, address,
-               json_out, output, report, api_key_env=None, repeat=1, warmup=0.0, ray_token_env=None) -> None:
+               json_out, output, report, api_key_env=None, repeat=1, warmup=0.0, ray_token_env=None,
+               metrics_url=None) -> None:
     from rich.table import Table
 
     from llmctl.loadsweep import sweep
@@ -273,7 +274,8 @@ def _sweep_cmd(app_name, model, sweep_text, duration, slo_obj, prompt_tokens, ma
         data = sweep(app_name, steps=steps, duration=duration, slo=slo_obj, model=model, url=url, address=address,
                      prompt_tokens=prompt_tokens, max_tokens=max_tokens, max_concurrency=max(concurrency, 1),
                      stop=stop, on_step=None if json_out else on_step,
-                     api_key_env=api_key_env, repeat=repeat, warmup=warmup, ray_token_env=ray_token_env)
+                     api_key_env=api_key_env, repeat=repeat, warmup=warmup, ray_token_env=ray_token_env,
+                     metrics_url=metrics_url)
     finally:
         signal.signal(signal.SIGINT, previous)
     if output is not None:

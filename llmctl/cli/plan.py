@@ -46,6 +46,7 @@ def plan_cmd(
     osl: OslOpt = DEFAULT_OSL,
     price: PriceOpt = None,
     profile: ProfileOpt = None,
+    slo_at: Annotated[str, typer.Option("--slo-at", metavar="client|engine", help="With --slo and --profile: whose TTFT the targets are, the clients' (default: from sending the request, Serve's proxy included) or the engines' (vLLM's own histogram, what gen-config --autoscale-on scales on).")] = "client",
     gpus_per_node: GpusPerNodeOpt = None,
     trace: Annotated[Optional[Path], typer.Option("--trace", metavar="FILE", help="With --slo: size for a request trace (the layouts `bench --trace` replays): replicas, cost and the bound for its busiest --window, not its mean rate; also the replicas window by window.")] = None,
     window: Annotated[Optional[float], typer.Option("--window", metavar="SECONDS", help="With --trace: the window its peak rate is taken over (default 60).")] = None,
@@ -63,7 +64,7 @@ def plan_cmd(
         raise UsageError("no model given; pass --model (a catalog id from `llmctl models`, an HF repo id or a directory)")
     sized: dict[str, Any] = dict(gpu=gpu, tp=tp, max_model_len=max_model_len, dtype=dtype, kv_cache_dtype=kv_cache_dtype,
                                  max_num_seqs=max_num_seqs, quantization=quantization)  # what --slo, --rate, --concurrency size
-    priced: dict[str, Any] = dict(price=price, profile=[str(p) for p in profile or []])
+    priced: dict[str, Any] = dict(price=price, profile=[str(p) for p in profile or []], slo_at=slo_at)
     if trace is not None:
         if slo is None:
             raise UsageError("--trace: sizes for latency targets; add --slo (e.g. --slo ttft_p95=500ms,itl_p95=40ms)")
@@ -93,8 +94,8 @@ def plan_cmd(
         return
     if concurrency is not None and rate is not None:
         raise UsageError("--concurrency and --rate: pass one (clients per replica, or requests per second per replica)")
-    if price is not None or profile:
-        raise UsageError("--price and --profile plan for a latency goal: add --slo (e.g. --slo ttft_p95=500ms,itl_p95=40ms)")
+    if price is not None or profile or slo_at != "client":
+        raise UsageError("--price, --profile and --slo-at plan for a latency goal: add --slo (e.g. --slo ttft_p95=500ms,itl_p95=40ms)")
     if concurrency is not None or rate is not None:
         from llmctl.planner import load
 

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from llmctl.errors import UsageError
+from llmctl.errors import UsageError, param
 from llmctl import serve_facts as sf
 from llmctl.perf.roofline import Device, Efficiency, Engine, ModelShape, step_time
 from llmctl.perf.steady import predict
@@ -54,6 +54,7 @@ class Calibration:
     fit: list[dict[str, Any]] = field(default_factory=list)  # per step: measured vs fitted
     sources: list[str] = field(default_factory=list)
     shared_host: bool = False
+    ttft_at: str = "client"  # whose TTFT the fit models: the clients' or the engines' (vLLM's histogram)
 
     def stretch(self, replicas: int) -> float:
         """The slowdown of R replicas sharing the measured host (linear beyond what was measured)."""
@@ -77,7 +78,7 @@ class Calibration:
         return {"device": self.device, "efficiency": self.efficiency.to_json(), "shared_host": self.shared_host,
                 "replica_stretch": {str(k): v for k, v in self.replica_stretch.items()},
                 "per_replicas": {str(k): v.to_json() for k, v in self.per_replicas.items()}, "fit": self.fit,
-                "sources": self.sources}
+                "sources": self.sources, "ttft_at": self.ttft_at}
 
 
 def load_sweeps(paths: Sequence[Path | str]) -> list[dict]:
@@ -147,30 +148,46 @@ def nnls(rows: list[list[float]], y: list[float], iters: int = 4000) -> list[flo
     return [x[j] / scale[j] for j in range(n)]
 
 
-def _steps(sweep: dict, replicas: int) -> list[dict]:
+TTFT_AT = ("client", "engine")
+
+
+def _steps(sweep: dict, replicas: int, ttft_at: str = "client") -> list[dict]:
+    """The sweep's concurrency steps, per replica. ``ttft_at="engine"``: TTFT
+    as the engines measured it (the step's ``engine_ttft_s``, vLLM's
+    histogram: from the request's arrival at the engine, Serve's proxy and
+    router left out) instead of the clients' (from the request's send)."""
     s = sweep["settings"]
     out = []
     for st in sweep["steps"]:
         m = st["summary"]
         if not m.get("done") or st.get("mode") != "concurrency" or m["tpot_s"].get("mean") is None:
             continue
+        ttft = m["ttft_s"]
+        if ttft_at == "engine":
+            ttft = m.get("engine_ttft_s")
+            if not ttft or not ttft.get("mean") or not ttft.get("p95"):
+                raise UsageError(f"profile: {sweep.get('_path', '?')}: step {st['value']} has no engine-side TTFT "
+                                 "(engine_ttft_s: the sweep ran where llmctl could not read the engines' metrics, or "
+                                 f"by an older llmctl); run the sweep again (with {param('metrics_url')} on a "
+                                 f"cluster llmctl did not start), or plan with {param('slo_at', 'client')}")
         out.append({"n": st["concurrency"] / replicas, "x": m["req_per_s"] / replicas, "itl": m["tpot_s"]["mean"],
-                    "itl_p95": m["tpot_s"]["p95"], "ttft": m["ttft_s"]["mean"], "ttft_p95": m["ttft_s"]["p95"],
+                    "itl_p95": m["tpot_s"]["p95"], "ttft": ttft["mean"], "ttft_p95": ttft["p95"],
                     "isl": m.get("prompt_tokens_mean") or s["prompt_tokens"], "osl": s["max_tokens"], "value": st["value"]})
     return out
 
 
 def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
-        base: Optional[Efficiency] = None) -> Calibration:
+        base: Optional[Efficiency] = None, ttft_at: str = "client") -> Calibration:
     """Fit an Efficiency to the sweeps' 1-replica steps (the lowest replica
     count measured); for each other replica count, its own Efficiency (from
-    two steps up) and a stretch factor of the first."""
+    two steps up) and a stretch factor of the first. ``ttft_at``: whose TTFT
+    the model is of, the clients' or the engines' (:func:`_steps`)."""
     base = base or Efficiency()
     if not dev.known:  # a CPU: no datasheet; the front end's queue is fitted from the sweep (_fit_ttft_and_frontend)
         base = replace(base, frontend_s=0.0, compute_half_tokens=0.0)
     by_r: dict[int, list[dict]] = {}
     for sw in sweeps:
-        by_r.setdefault(replicas_of(sw), []).extend(_steps(sw, replicas_of(sw)))
+        by_r.setdefault(replicas_of(sw), []).extend(_steps(sw, replicas_of(sw), ttft_at))
     if not by_r or not any(by_r.values()):
         raise UsageError("profile: no concurrency step with finished streaming requests to fit (run bench --sweep 1,2,4,8)")
     r1 = min(r for r, v in by_r.items() if v)
@@ -178,7 +195,7 @@ def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
         raise UsageError("profile: at least two concurrency steps are needed to fit (e.g. --sweep 1,4,16)")
     eff = _fit_efficiency(by_r[r1], shape, dev, engine, base)
     cal = Calibration(eff, device_of_sweep(sweeps[0]), {r1: 1.0}, sources=[sw.get("_path", "?") for sw in sweeps],
-                      shared_host=not dev.known)
+                      shared_host=not dev.known, ttft_at=ttft_at)
     for r, rpts in sorted(by_r.items()):
         if r == r1 or not rpts:
             continue

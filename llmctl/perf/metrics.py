@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import httpx
@@ -69,6 +69,7 @@ class EngineSample:
     prefix_cache_queries: float = 0.0  # prompt tokens looked up in the prefix cache, and found
     prefix_cache_hits: float = 0.0
     live: bool = False  # reported a gauge: an engine that runs (Ray keeps a stopped replica's counters)
+    ttft_buckets: dict = field(default_factory=dict)  # upper bound (le) -> cumulative count of vLLM's TTFT histogram
 
 
 @dataclass
@@ -106,12 +107,17 @@ def samples_of(text: str, t: Optional[float] = None) -> dict[str, EngineSample]:
     out: dict[str, EngineSample] = {}
     for name, labels, value in parse_prometheus(text):
         short = _short(name)
-        if short is None or (short not in _GAUGES and short not in _COUNTERS):
+        bucket = short == "time_to_first_token_seconds_bucket" and "le" in labels
+        if short is None or (short not in _GAUGES and short not in _COUNTERS and not bucket):
             continue
         if math.isnan(value):
             continue
         rid = labels.get("ReplicaId") or labels.get("WorkerId", "")[:8] or "engine"
         s = out.setdefault(rid, EngineSample(rid, labels.get("model_name", ""), t))
+        if bucket:
+            le = float(labels["le"])
+            s.ttft_buckets[le] = s.ttft_buckets.get(le, 0.0) + value
+            continue
         attr = _GAUGES.get(short) or _COUNTERS[short]
         setattr(s, attr, getattr(s, attr) + value)  # sums over engines of one replica (data parallel)
         s.live = s.live or short in _GAUGES
@@ -173,6 +179,45 @@ def _of_model(samples: dict[str, EngineSample], model: Optional[str]) -> list[tu
 def first_tokens(before: dict[str, EngineSample], after: dict[str, EngineSample], model: Optional[str] = None) -> float:
     """Requests the engines (of ``model``, when given) gave a first token between two scrapes."""
     return sum(_since(a, before.get(rid), "ttft_count") for rid, a in _of_model(after, model))
+
+
+def ttft_counts(before: dict[str, EngineSample], after: dict[str, EngineSample], model: Optional[str] = None) -> dict:
+    """vLLM's own TTFT of the requests the engines (of ``model``, when given)
+    answered between two scrapes, as counts that add up across runs:
+    ``{"count", "sum", "buckets": {le: cumulative count}}`` (the histogram's
+    growth, summed over replicas). What ``--autoscale-on ttft_pNN`` scales
+    on: from the request's arrival at the engine, without Serve's proxy and
+    router. :func:`ttft_summary` turns it into a mean and percentiles."""
+    out = {"count": 0.0, "sum": 0.0, "buckets": {}}
+    for rid, a in _of_model(after, model):
+        b = before.get(rid)
+        out["count"] += _since(a, b, "ttft_count")
+        out["sum"] += _since(a, b, "ttft_sum")
+        for le, c in a.ttft_buckets.items():
+            out["buckets"][le] = out["buckets"].get(le, 0.0) + c - ((b.ttft_buckets.get(le, 0.0)) if b else 0.0)
+    return out
+
+
+def add_ttft_counts(a: dict, b: dict) -> dict:
+    """Two :func:`ttft_counts` pooled (one sweep step's holds)."""
+    buckets = dict(a["buckets"])
+    for le, c in b["buckets"].items():
+        buckets[le] = buckets.get(le, 0.0) + c
+    return {"count": a["count"] + b["count"], "sum": a["sum"] + b["sum"], "buckets": buckets}
+
+
+def ttft_summary(counts: dict) -> Optional[dict]:
+    """``{"requests", "mean", "p50", "p95"}`` (seconds) of :func:`ttft_counts`
+    (percentiles as Prometheus's histogram_quantile reads the buckets, the
+    latency policy's reading); None when no request was counted."""
+    from llmctl.cluster_modules.llmctl_latency import histogram_quantile
+
+    n = counts.get("count") or 0.0
+    if n <= 0:
+        return None
+    buckets = {float(k): v for k, v in (counts.get("buckets") or {}).items()}
+    return {"requests": n, "mean": counts["sum"] / n, "p50": histogram_quantile(0.5, buckets),
+            "p95": histogram_quantile(0.95, buckets)}
 
 
 def prefix_cache(before: dict[str, EngineSample], after: dict[str, EngineSample], model: Optional[str] = None) -> dict:

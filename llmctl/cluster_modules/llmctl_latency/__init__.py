@@ -205,7 +205,7 @@ class LatencyPolicy(PrometheusQueryMixin):
             self._scraper = _Scraper(model_id, self.window_s, float(scrape_interval_s))
             threading.Thread(target=self._scraper.run, name="llmctl-latency-metrics", daemon=True).start()
             weakref.finalize(self, self._scraper.stop.set)
-        self._last_log = 0.0
+        self._last_log, self._last_why = 0.0, ""
 
     def measure(self) -> Tuple[Dict[str, Optional[float]], Optional[float]]:
         """({target key: percentile now, None when unknown}, requests in the window or None when unknown)."""
@@ -248,8 +248,10 @@ class LatencyPolicy(PrometheusQueryMixin):
         state = {"llmctl_latency": {"values": values, "requests": requests, "decision": why,
                                     "error": self._scraper.error if self._scraper else None}}
         now = time.monotonic()
-        if desired != target and now - self._last_log > 5:
-            self._last_log = now
-            logger.info("llmctl_latency %s: %s (%s over %gs, %s requests): %d -> %d replicas wanted", self.model_id,
-                        why, json.dumps({k: v for k, v in values.items()}), self.window_s, requests, target, desired)
+        # each change it asks for (at most every 5 s), and each change of reason (why it does not scale shows too)
+        if (desired != target and now - self._last_log > 5) or why != self._last_why:
+            self._last_log, self._last_why = now, why
+            logger.info("llmctl_latency %s: %s (%s over %gs, %s requests; targets %s): %d -> %d replicas wanted",
+                        self.model_id, why, json.dumps({k: v for k, v in values.items()}), self.window_s, requests,
+                        json.dumps({k: t[2] for k, t in self.targets.items()}), target, desired)
         return max(desired, 0), state
