@@ -96,6 +96,18 @@ def test_kv_mla_deepseek_v3():
     assert kv_bytes_per_token(a, tp=8, kv_cache_dtype="fp8") == 61 * 576
 
 
+def test_kv_packed_formats():
+    # vLLM 0.32's packed KV: NVFP4 stores head_dim/2 bytes of fp4 data + head_dim/16 fp8 scales per head and side
+    # (nvfp4_kv_cache_full_dim); the per-token-head modes the data + a 4-byte fp32 scale per side (triton_attn.py)
+    a = arch("meta-llama/Llama-3.1-8B-Instruct")  # 32 layers, 8 KV heads, head_dim 128
+    assert kv_bytes_per_token(a, kv_cache_dtype="nvfp4") == 2 * 32 * 8 * (64 + 8)
+    assert kv_bytes_per_token(a, kv_cache_dtype="int8_per_token_head") == 2 * 32 * 8 * (128 + 4)
+    assert kv_bytes_per_token(a, kv_cache_dtype="int4_per_token_head") == 2 * 32 * 8 * (64 + 4)
+    # an MLA model is not sized in a format that packs standard heads: one line naming the setting
+    with pytest.raises(SizingError, match="kv_cache_dtype.*nvfp4.*: packs standard attention heads; an MLA model"):
+        kv_bytes_per_token(arch("deepseek-ai/DeepSeek-V3"), kv_cache_dtype="nvfp4")
+
+
 def test_kv_sliding_window_counts_only_full_attention_layers():
     # gemma-2-9b: 42 layers, 21 global + 21 sliding (window 4096); per layer
     # 2 × 8 heads × 256 × 2 B = 8192 B; growing part = 21 × 8192 = 172032 B per token

@@ -31,7 +31,7 @@ def plan_cmd(
     max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", metavar="TOKENS", help="Context length in tokens: 16384, or 16K = 16,384 (16k = 16,000, as vLLM reads it); default: llmctl's choice (the model's context, capped at 32,768, or the most that fits).")] = None,
     gpu_memory_utilization: Annotated[Optional[float], typer.Option("--gpu-memory-utilization", metavar="FRACTION", help="vLLM's gpu_memory_utilization (default: that vLLM's, 0.92 from 0.20, 0.9 before).")] = None,
     dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="vLLM dtype: auto, half, float16, bfloat16, float, float32 (a quantization goes to --quantization).")] = "auto",
-    kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype", metavar="DTYPE", help="KV cache dtype: auto or fp8.")] = "auto",
+    kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype", metavar="DTYPE", help="KV cache dtype: auto, fp8 (fp8_e4m3, fp8_e5m2), or vLLM's packed nvfp4 and int8/fp8/int4_per_token_head.")] = "auto",
     min_concurrency: Annotated[Optional[float], typer.Option("--min-concurrency", metavar="N", help="Advise only TP sizes holding at least this many concurrent full-length requests.")] = None,
     vllm_version: Annotated[Optional[str], typer.Option("--vllm-version", metavar="X.Y.Z", help="The vLLM whose start-up memory profile to model (default: the one the installed Ray pins).")] = None,
     quantization: Annotated[Optional[str], typer.Option("--quantization", metavar="METHOD", help="vLLM quantization method (awq, gptq, fp8, …); default: what the checkpoint says. On an unquantized checkpoint, fp8 or experts_int8 (vLLM quantizes it as it loads).")] = None,

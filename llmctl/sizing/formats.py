@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from llmctl.arch import ModelArch
-from llmctl.errors import SizingError, UsageError  # noqa: F401  (SizingError: re-exported)
+from llmctl.errors import SizingError, UsageError, param  # noqa: F401  (SizingError: re-exported)
 from llmctl.quant import METHODS, NOT_IN_029, Quant, quant_from_config, scheme_quant
 
 GIB = 1024**3
@@ -66,6 +66,24 @@ _KV_DTYPES = {
     "fp8_e5m2": 1,
     "fp8_inc": 1,
     "int8": 1,
+    # packed formats (uint8 storage): the bytes of one head's K or V per token are _PACKED_KV's
+    "nvfp4": 1,
+    "nvfp4_4over6": 1,
+    "int8_per_token_head": 1,
+    "fp8_per_token_head": 1,
+    "int4_per_token_head": 1,
+}
+
+# Bytes of one KV head's K (or V) for one token, from its head size, in the packed formats of vLLM 0.32:
+# NVFP4 (FlashInfer's spec, vllm/utils/torch_utils.py nvfp4_kv_cache_full_dim: fp4 data + an fp8 scale per 16) and
+# the per-token-head modes (Triton's spec, triton_attn.py customize_spec: the data + one fp32 scale per side).
+# Standard attention layers only: MLA takes fp8_ds_mla / nvfp4_ds_mla, turboquant / ultraquant pack otherwise.
+_PACKED_KV = {
+    "nvfp4": lambda hd: hd // 2 + hd // 16,
+    "nvfp4_4over6": lambda hd: hd // 2 + hd // 16,
+    "int8_per_token_head": lambda hd: hd + 4,
+    "fp8_per_token_head": lambda hd: hd + 4,
+    "int4_per_token_head": lambda hd: hd // 2 + 4,
 }
 
 DTYPE_CHOICES = tuple(_DTYPES)
@@ -157,10 +175,21 @@ def kv_dtype_bytes(arch: ModelArch, kv_cache_dtype: str = "auto", dtype: str = "
         raise SizingError(
             "kv_cache_dtype", f"unknown KV cache dtype '{kv_cache_dtype}'; choose one of: {', '.join(KV_CACHE_DTYPE_CHOICES)}"
         )
+    if key in _PACKED_KV and (arch.mla is not None or arch.compressed is not None):
+        raise SizingError("kv_cache_dtype", f"{param('kv_cache_dtype', kv_cache_dtype)}: packs standard attention heads; "
+                                            "an MLA model's KV cache is not sized in it (vLLM's MLA layouts are "
+                                            "fp8_ds_mla and nvfp4_ds_mla)")
     b = _KV_DTYPES[key]
     if b is None:
         b = int(weight_format(arch, dtype).dtype_bytes)
     return b
+
+
+def kv_head_bytes(kv_cache_dtype: str, head_dim: int, elem_bytes: int) -> int:
+    """Bytes of one KV head's K (or V) for one token: head_dim x the element
+    size, or the packed size of NVFP4 / per-token-head formats."""
+    packed = _PACKED_KV.get((kv_cache_dtype or "auto").strip().lower())
+    return packed(head_dim) if packed else head_dim * elem_bytes
 
 
 def _check_positive(name: str, value: Any) -> None:

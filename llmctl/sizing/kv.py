@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from llmctl.arch import ModelArch
-from llmctl.sizing.formats import _cdiv, _check_positive, kv_dtype_bytes
+from llmctl.sizing.formats import _cdiv, _check_positive, kv_dtype_bytes, kv_head_bytes
 from llmctl.sizing.params import pp_partition
 from llmctl.sizing.versions import VllmVersion, parse_vllm_version
 
@@ -79,7 +79,7 @@ def kv_bytes_per_token_layer(arch: ModelArch, tp: int = 1, kv_cache_dtype: str =
             latent += idx * arch.indexer.layers / arch.num_hidden_layers
         return int(latent) if float(latent).is_integer() else latent  # type: ignore[return-value]
     heads, hd = _full_geometry(arch) if kind == "full" else (arch.num_key_value_heads, arch.head_dim_effective)
-    return 2 * max(1, heads // tp) * hd * b
+    return 2 * max(1, heads // tp) * kv_head_bytes(kv_cache_dtype, hd, b)
 
 
 def mamba_page_bytes(arch: ModelArch, tp: int = 1, dtype: str = "auto", spec: int = 0) -> int:
