@@ -98,6 +98,18 @@ def test_status_metrics_while_bench_runs(cap_app, cluster_home):
     print(f"\nengine under load: {seen}")
 
 
+def test_vllm_ipc_sockets_live_in_the_heads_temp_dir(cap_app, cluster_home):
+    """The engine's ZeroMQ IPC sockets (one uuid-named file each) are in the head's private temp dir, removed with
+    it, not in /tmp, where a killed replica's would stay."""
+    import re
+    import stat
+
+    temp = Path(cluster_home.state.temp_dir)
+    uuid = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+    socks = [p.name for p in temp.iterdir() if uuid.fullmatch(p.name) and stat.S_ISSOCK(p.lstat().st_mode)]
+    assert socks, sorted(p.name for p in temp.iterdir())
+
+
 def test_sweep_profile_plan_and_report(cap_app, cluster_home, tmp_path):
     prof, rep = tmp_path / "bench.json", tmp_path / "report"
     r = llmctl("bench", APP, "--sweep", "1,3", "--duration", "4", "--max-tokens", "32", "--prompt-tokens", "32",

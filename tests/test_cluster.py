@@ -332,6 +332,14 @@ def test_head_exports_metrics_each_second_unless_the_user_says(monkeypatch, user
     assert cluster._ray_env()["RAY_metrics_report_interval_ms"] == expected
 
 
+def test_vllm_ipc_sockets_go_in_the_heads_temp_dir_unless_the_user_says(monkeypatch):
+    monkeypatch.delenv("VLLM_RPC_BASE_PATH", raising=False)
+    assert cluster._ray_env("/tmp/llmctl-x")["VLLM_RPC_BASE_PATH"] == "/tmp/llmctl-x"
+    assert "VLLM_RPC_BASE_PATH" not in cluster._ray_env()
+    monkeypatch.setenv("VLLM_RPC_BASE_PATH", "/run/mine")
+    assert cluster._ray_env("/tmp/llmctl-x")["VLLM_RPC_BASE_PATH"] == "/run/mine"
+
+
 @pytest.mark.cluster
 @pytest.mark.own_cluster
 def test_down_cluster_stops_head_by_pid(llmctl_home, monkeypatch):

@@ -265,8 +265,13 @@ def default_num_cpus() -> int:
 METRICS_REPORT_INTERVAL_MS = 1000
 
 
-def _ray_env() -> dict[str, str]:
+def _ray_env(temp_dir: str | None = None) -> dict[str, str]:
+    """The head's environment. With ``temp_dir``: vLLM's ZeroMQ IPC sockets
+    (``VLLM_RPC_BASE_PATH``, default /tmp, one per engine, left behind when a
+    replica is killed) go in the head's own temp dir, removed with it."""
     env = dict(os.environ)
+    if temp_dir and not env.get("VLLM_RPC_BASE_PATH"):
+        env["VLLM_RPC_BASE_PATH"] = temp_dir
     env.update(
         {
             "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
@@ -374,7 +379,7 @@ def _start(*, num_cpus: int | None = None, num_gpus: int | None = None, resource
         cmd = _head_command(ports, temp_dir, num_cpus, num_gpus, resources)
         ray_token = raytoken.new_token()
         ray_token_file = raytoken.write_token_file(raytoken.token_path(), ray_token)
-        env = raytoken.head_environ(tokens.head_environ(_ray_env(), temp_dir), ray_token_file)
+        env = raytoken.head_environ(tokens.head_environ(_ray_env(temp_dir), temp_dir), ray_token_file)
         token_fd = tokens.new_token_fd()  # empty: up hands the token over when an app needs it (tokens.hand_over)
         try:
             with open(log_file, "ab") as log:
