@@ -5,12 +5,14 @@ tiny model (real vLLM CPU engines, gen-config → up → bench, no hand edits):
   default (`--router pow2`), the same prefix-heavy load from `bench
   --prefixes`: vLLM's prefix-cache hit rate (its own counters, as bench reports
   them) is higher with the prefix router in every run, by a margin;
-- trace replay: `bench --trace` of a 2-minute trace with a burst on an app
-  that autoscales 1-2; the replica timeline follows the burst, and `plan
-  --trace` on the same trace asks for the replicas the burst took;
 - latency autoscaling: an app with `--autoscale-on ttft_p95=...` scales 1 → 2
-  under a load that pushes TTFT over the target and back to 1 after it; the
-  same load with the target far above does not scale.
+  under a load that pushes TTFT over the target and back to 1 after it;
+- trace replay: `bench --trace` of a 2-minute trace with a burst on that app;
+  the replica timeline follows the burst;
+- the same load with the target far above (changed in place) does not scale;
+- `plan --trace` on the replayed trace, with the policy's target on the
+  engines' side and a sweep of the app at one replica, asks for the replicas
+  the burst took.
 
 One app at a time (each `down` before the next): two CPU replicas already
 share this machine's cores. Generated text is never asserted."""
@@ -223,11 +225,44 @@ def test_trace_replay_follows_the_burst(ttft_app, cluster_home, tmp_path):
 
 
 @pytest.mark.timeout(2400)
+@pytest.mark.xfail(reason="issue 41, open: failed in 3 of its last 4 runs. Seen 2026-11-29 (fresh-clone runs): Serve upscaled "
+                          "1 -> 2 about 10 s into the load after the in-place change to the 60 s target, and the policy "
+                          "logged no decision after the change (it logs each one that differs from Serve's target); "
+                          "cause not found", strict=False)
+def test_far_target_does_not_scale_under_the_same_load(ttft_app, cluster_home, tmp_path):
+    import yaml
+
+    dash = cluster_home.dashboard_url
+    cfg = ttft_app["model_config"]
+    doc = yaml.safe_load(cfg.read_text())
+    doc["deployment_config"]["autoscaling_config"]["policy"]["policy_kwargs"]["targets"]["ttft_p95"] = 60.0
+    cfg.write_text(yaml.safe_dump(doc, sort_keys=False))
+    v = llmctl("validate", str(ttft_app["serve"]))
+    assert v.code == 0, v.out + v.err
+    _up(ttft_app["serve"])
+    ttft_app["far"] = True
+    _wait(lambda: _rest_replicas(dash) == (1, 1), "1 replica before the load", 240)
+    r = llmctl("bench", TTFT_APP, "--duration", "90", *LOAD, "--json", timeout=900)
+    assert r.code == 0, r.err
+    data = r.json()
+    tl = _timeline(data)
+    # not scaled: Serve's target stays 1 and never a second replica runs (a sample may miss the one replica's RUNNING
+    # state on a busy machine: once, 2026-11-28, one sample was not 1/1; what it was is not known)
+    assert all(p["target"] == 1 and p["running"] <= 1 for p in tl), (
+        f"{tl}\nrouting: {data['summary'].get('routing', {}).get(TTFT_LLM)}\npolicy:\n{_policy_log(cluster_home)}")
+    assert data["summary"]["ttft_s"]["p95"] > TARGET_S  # the same load: over the first target, far under this one
+    print(f"\ntarget 60 s: TTFT p95 {data['summary']['ttft_s']['p95'] * 1000:.0f} ms, 1 replica throughout "
+          f"({len(tl)} samples over {data['summary']['seconds']:.0f}s)")
+
+
+@pytest.mark.timeout(2400)
 def test_plan_trace_asks_for_the_replicas_the_burst_took(ttft_app, cluster_home, tmp_path):
     """plan --trace with the policy's target on the policy's side (--slo-at engine: vLLM's own TTFT), calibrated on
-    this app with one replica (bench --sweep of the burst's requests, whose steps record the engines' TTFT)."""
-    if "replayed" not in ttft_app:
-        pytest.skip("needs test_trace_replay_follows_the_burst's replay (run the module)")
+    this app with one replica (bench --sweep of the burst's requests, whose steps record the engines' TTFT). It runs
+    after the far-target test: with that target the app stays at one replica through the sweep, as a calibration
+    needs (with the 100 ms target the sweep's last step would start a second engine on the same cores)."""
+    if "replayed" not in ttft_app or "far" not in ttft_app:
+        pytest.skip("needs test_trace_replay_follows_the_burst's replay and the far-target app (run the module)")
     trace, tl = ttft_app["replayed"]
     sweep = tmp_path / "sweep.json"
     cal = llmctl("bench", TTFT_APP, "--sweep", "1,4,12", "--duration", "20", "--prompt-tokens", "300",
@@ -250,33 +285,3 @@ def test_plan_trace_asks_for_the_replicas_the_burst_took(ttft_app, cluster_home,
     print("\n" + why)
     assert row["replicas_at_peak"] == max(p["target"] for p in tl if p["target"]) == 2, why
     assert set(quiet) == {1}, why
-
-
-@pytest.mark.timeout(2400)
-@pytest.mark.xfail(reason="issue 41, open: failed in 3 of its last 4 runs. Seen 2026-11-29 (fresh-clone runs): Serve upscaled "
-                          "1 -> 2 about 10 s into the load after the in-place change to the 60 s target, and the policy "
-                          "logged no decision after the change (it logs each one that differs from Serve's target); "
-                          "cause not found", strict=False)
-def test_far_target_does_not_scale_under_the_same_load(ttft_app, cluster_home, tmp_path):
-    import yaml
-
-    dash = cluster_home.dashboard_url
-    cfg = ttft_app["model_config"]
-    doc = yaml.safe_load(cfg.read_text())
-    doc["deployment_config"]["autoscaling_config"]["policy"]["policy_kwargs"]["targets"]["ttft_p95"] = 60.0
-    cfg.write_text(yaml.safe_dump(doc, sort_keys=False))
-    v = llmctl("validate", str(ttft_app["serve"]))
-    assert v.code == 0, v.out + v.err
-    _up(ttft_app["serve"])
-    _wait(lambda: _rest_replicas(dash) == (1, 1), "1 replica before the load", 240)
-    r = llmctl("bench", TTFT_APP, "--duration", "90", *LOAD, "--json", timeout=900)
-    assert r.code == 0, r.err
-    data = r.json()
-    tl = _timeline(data)
-    # not scaled: Serve's target stays 1 and never a second replica runs (a sample may miss the one replica's RUNNING
-    # state on a busy machine: once, 2026-11-28, one sample was not 1/1; what it was is not known)
-    assert all(p["target"] == 1 and p["running"] <= 1 for p in tl), (
-        f"{tl}\nrouting: {data['summary'].get('routing', {}).get(TTFT_LLM)}\npolicy:\n{_policy_log(cluster_home)}")
-    assert data["summary"]["ttft_s"]["p95"] > TARGET_S  # the same load: over the first target, far under this one
-    print(f"\ntarget 60 s: TTFT p95 {data['summary']['ttft_s']['p95'] * 1000:.0f} ms, 1 replica throughout "
-          f"({len(tl)} samples over {data['summary']['seconds']:.0f}s)")
