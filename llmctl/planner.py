@@ -128,6 +128,7 @@ def plan(
     pd: Optional[str] = None,
     prefill_tp: Union[None, int, str] = None,
     decode_tp: Union[None, int, str] = None,
+    decode_context_parallel_size: Union[None, int, str] = None,
 ) -> PlanTable:
     """Weights, KV cache, concurrency and a verdict per GPU type and TP size.
 
@@ -151,7 +152,7 @@ def plan(
     ``prefill_tp`` and decode at ``decode_tp`` (default ``tp``). Without
     ``tp``, ``dp`` and ``pd``, a model that fits no TP of one node gets its
     default layout (llmctl.sizing.layouts: DP+EP or TP x PP over nodes) as the
-    advised row."""
+    advised row. ``decode_context_parallel_size``: vLLM's DCP (it must divide the TP size)."""
     if min_concurrency is not None and min_concurrency <= 0:
         raise UsageError(f"{param('min_concurrency')}: must be a positive number (got {min_concurrency:g})",
                          param="min_concurrency")
@@ -173,7 +174,8 @@ def plan(
 
     engine = {"quantization": quantization, "enforce_eager": enforce_eager, "enable_expert_parallel": enable_expert_parallel,
               "max_num_seqs": _positive("max_num_seqs", max_num_seqs),
-              "max_num_batched_tokens": _positive("max_num_batched_tokens", max_num_batched_tokens)}
+              "max_num_batched_tokens": _positive("max_num_batched_tokens", max_num_batched_tokens),
+              "decode_context_parallel_size": _positive("decode_context_parallel_size", decode_context_parallel_size)}
     kw: dict[str, Any] = dict(gpu_memory_utilization=gmu, dtype=dtype, kv_cache_dtype=str(kv_cache_dtype).lower(),
                               vllm_version=vllm_version, **{k: v for k, v in sizing.sizing_options(engine).items()
                                                             if k not in ("dtype", "kv_cache_dtype")})

@@ -61,6 +61,23 @@ def test_kv_cache_dtype_fp8_doubles_tokens(capsys):
     assert fp8["kv_cache_tokens"] == pytest.approx(2 * base["kv_cache_tokens"], rel=0.001)
 
 
+def test_decode_context_parallelism(capsys):
+    """DCP shards each request's KV over that many TP ranks (vLLM: DCP reuses them): the pool holds that many times
+    the tokens of the same memory, and a TP it does not divide is refused, saying why."""
+    def rows(*extra):
+        rc, out, err = run(capsys, "--model", "llama-3.1-70b-instruct", "--gpu", "H100", "--max-model-len", "32768",
+                           *extra, "--json")
+        assert rc == 0, err
+        return {r["tp"]: r for r in json.loads(out)["rows"]}
+
+    plain, dcp = rows(), rows("--decode-context-parallel-size", "2")
+    assert dcp[4]["kv_cache_gib"] == plain[4]["kv_cache_gib"]
+    assert 1.95 < dcp[4]["kv_cache_tokens"] / plain[4]["kv_cache_tokens"] <= 2.0
+    assert dcp[1]["verdict"] == "does_not_fit" and "decode_context_parallel_size 2" in dcp[1]["reason"]
+    rc, _, err = run(capsys, "--model", "llama-3.1-70b-instruct", "--gpu", "H100", "--decode-context-parallel-size", "0")
+    assert rc == 2 and err.count("\n") == 1 and "--decode-context-parallel-size" in err
+
+
 def test_local_directory_model(tmp_path, capsys):
     cfg = {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,

@@ -674,12 +674,15 @@ def test_decode_context_parallel_multiplies_tokens():
     """DCP shards each request's KV over the DCP ranks: the same pool holds dcp x the tokens
     (vLLM kv_cache_utils.py), and sizing_options reads it from engine_kwargs."""
     a = arch("meta-llama/Llama-3.1-8B-Instruct")
-    one = plan(a, gpu_memory_bytes=H100, tp=2, max_model_len=8192, vllm_version="0.11.1")
-    four = plan(a, gpu_memory_bytes=H100, tp=2, max_model_len=8192, vllm_version="0.11.1",
+    one = plan(a, gpu_memory_bytes=H100, tp=4, max_model_len=8192, vllm_version="0.11.1")
+    four = plan(a, gpu_memory_bytes=H100, tp=4, max_model_len=8192, vllm_version="0.11.1",
                 **sizing.sizing_options({"decode_context_parallel_size": 4}))
     assert four.kv_cache_gib == one.kv_cache_gib
     assert four.kv_cache_tokens == 4 * one.kv_cache_tokens
     assert four.max_concurrency == pytest.approx(4 * one.max_concurrency, rel=0.01)
+    # DCP reuses the TP ranks: a TP it does not divide is refused (vllm/config/parallel.py)
+    odd = plan(a, gpu_memory_bytes=H100, tp=2, max_model_len=8192, **sizing.sizing_options({"decode_context_parallel_size": 4}))
+    assert odd.verdict == "does_not_fit" and "decode_context_parallel_size 4" in odd.reason
 
 
 def test_gemma4_audio_tower_parameters_match_transformers():

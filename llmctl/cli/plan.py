@@ -55,6 +55,7 @@ def plan_cmd(
     pd: PdOpt = None,
     prefill_tp: PrefillTpOpt = None,
     decode_tp: DecodeTpOpt = None,
+    decode_context_parallel_size: Annotated[Optional[str], typer.Option("--decode-context-parallel-size", metavar="N", help="vLLM's decode context parallelism: each request's KV sharded over N of the TP ranks (N divides TP), so the KV cache holds N times the tokens.")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Estimate weights, KV cache and concurrency per GPU; advise a TP size. With --slo: capacity for a latency goal and its cost."""
@@ -110,7 +111,7 @@ def plan_cmd(
                  min_concurrency=min_concurrency, vllm_version=vllm_version, quantization=quantization,
                  enforce_eager=enforce_eager, enable_expert_parallel=enable_expert_parallel, max_num_seqs=max_num_seqs,
                  max_num_batched_tokens=max_num_batched_tokens, gpus_per_node=gpus_per_node, dp=dp, pd=pd,
-                 prefill_tp=prefill_tp, decode_tp=decode_tp)
+                 prefill_tp=prefill_tp, decode_tp=decode_tp, decode_context_parallel_size=decode_context_parallel_size)
     if json_:
         print_json(table.to_json())
         return

@@ -191,6 +191,9 @@ def plan(
     ep_size = tp * dp if (enable_expert_parallel and arch.moe is not None) else 1
     ep = ep_size > 1
     problem = tp_problem(arch, tp, ep)
+    dcp = max(int(decode_context_parallel_size or 1), 1)
+    if problem is None and tp % dcp:  # vllm/config/parallel.py: DCP reuses the TP ranks
+        problem = f"TP {tp} is not a multiple of decode_context_parallel_size {dcp} (vLLM: tp_size must be divisible by dcp_size)"
     fmt = weight_format(arch, dtype, quantization)
     warnings, approx = _notes(arch, fmt, tp, problem, max_model_len, gpu_name, gpu_memory_bytes, version)
     layout = arch if hybrid_allocator(version) or not arch.sliding_window_layers else arch.model_copy(
@@ -211,7 +214,6 @@ def plan(
     worst = min(range(pp), key=lambda i: stage_kv[i])
     kv_avail = stage_kv[worst]
     kv_args = dict(tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype, dtype=dtype)
-    dcp = max(int(decode_context_parallel_size or 1), 1)
     run = dict(v=version, executor=executor, prefix_caching=enable_prefix_caching, spec=spec, dcp=dcp)
     cap = kv_capacity(layout, kv_avail, max_model_len=max_model_len, max_num_batched_tokens=mnbt, stage_kv_bytes=stage_kv,
                       vllm_version=version, executor=executor, prefix_caching=enable_prefix_caching,
