@@ -8,7 +8,6 @@ catalog's recommendations follow. No ray / vllm import.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -17,7 +16,7 @@ from llmctl.catalog import ModelProfile, resolve_model
 from llmctl.errors import UsageError, param, template_of
 from llmctl.hardware import GPUS, GPUType, gpu_of_memory, with_node_size
 from llmctl.sizing.layouts import default_layout
-from llmctl.workload import DEFAULT_ISL, DEFAULT_OSL
+from llmctl.workload import DEFAULT_ISL, DEFAULT_OSL, TracePlan
 
 
 def weights(dtype: Optional[str], quantization: Optional[str]) -> tuple[str, Optional[str]]:
@@ -457,37 +456,6 @@ def load(
 
 
 DEFAULT_TRACE_WINDOW = 60.0
-
-
-@dataclass
-class TracePlan:
-    """``plan --trace``: the capacity table at the trace's peak (the busiest
-    ``window`` seconds, its rate and its requests' mean tokens), with the
-    replicas each setup needs at the trace's mean rate and window by window."""
-
-    trace: dict  # llmctl.workload.Trace.summary
-    table: CapacityTable
-    windows: list = field(default_factory=list)  # [(start, rate)]
-    speedup: float = 1.0
-
-    def replicas_for(self, row, rate: float) -> Optional[int]:
-        """Replicas of a setup for ``rate`` requests/s (None: out of reach); 1 for an idle window."""
-        if row.max_rate <= 0:
-            return None
-        if rate <= 0:
-            return 1
-        if row.by_replicas:  # a shared host: replicas slow each other down, read the measured curve
-            return next((r for r, total in sorted(row.by_replicas.items()) if total >= rate), None)
-        return max(1, math.ceil(rate / row.max_rate - 1e-9))
-
-    def to_json(self) -> dict[str, Any]:
-        rows = []
-        for r in self.table.rows:
-            rows.append({**r.to_json(), "replicas_at_peak": r.replicas,
-                         "replicas_at_mean": self.replicas_for(r, self.trace["mean_rate"]),
-                         "replicas_by_window": [self.replicas_for(r, rate) for _, rate in self.windows]})
-        return {"trace": self.trace, "speedup": self.speedup, "windows": [[round(s, 3), rate] for s, rate in self.windows],
-                "capacity": {**self.table.to_json(), "rows": rows}}
 
 
 def trace_capacity(model: Union[str, ModelProfile], *, trace: str, slo: str, window: Optional[float] = None,

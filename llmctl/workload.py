@@ -35,7 +35,7 @@ import csv
 import json
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Optional
@@ -277,3 +277,34 @@ def parse_speedup(value: Optional[float]) -> float:
     if not value > 0 or not math.isfinite(value):
         raise UsageError(f"{param('speedup')}: must be a positive factor (2 replays twice as fast; got {value:g})")
     return float(value)
+
+
+@dataclass
+class TracePlan:
+    """``plan --trace``: the capacity table at the trace's peak (the busiest
+    ``window`` seconds, its rate and its requests' mean tokens), with the
+    replicas each setup needs at the trace's mean rate and window by window."""
+
+    trace: dict  # llmctl.workload.Trace.summary
+    table: Any  # llmctl.planner.CapacityTable
+    windows: list = field(default_factory=list)  # [(start, rate)]
+    speedup: float = 1.0
+
+    def replicas_for(self, row, rate: float) -> Optional[int]:
+        """Replicas of a setup for ``rate`` requests/s (None: out of reach); 1 for an idle window."""
+        if row.max_rate <= 0:
+            return None
+        if rate <= 0:
+            return 1
+        if row.by_replicas:  # a shared host: replicas slow each other down, read the measured curve
+            return next((r for r, total in sorted(row.by_replicas.items()) if total >= rate), None)
+        return max(1, math.ceil(rate / row.max_rate - 1e-9))
+
+    def to_json(self) -> dict[str, Any]:
+        rows = []
+        for r in self.table.rows:
+            rows.append({**r.to_json(), "replicas_at_peak": r.replicas,
+                         "replicas_at_mean": self.replicas_for(r, self.trace["mean_rate"]),
+                         "replicas_by_window": [self.replicas_for(r, rate) for _, rate in self.windows]})
+        return {"trace": self.trace, "speedup": self.speedup, "windows": [[round(s, 3), rate] for s, rate in self.windows],
+                "capacity": {**self.table.to_json(), "rows": rows}}
