@@ -338,6 +338,12 @@ def lift_in_place(deployed: dict, new: dict, defaults: dict | None = None) -> di
         old_llm = old_llms[name]
         if name in groups and old_llm != llm:
             return None  # a DP group's counts are in groups, which an override cannot say: the app is re-sent
+        asc = (llm.get("deployment_config") or {}).get("autoscaling_config")
+        if old_llm != llm and isinstance(asc, dict) and isinstance(asc.get("policy"), dict):
+            # a custom policy's deployment gets no override (canonical): its options reach Serve only in the
+            # LLMConfig, part of the code version; on the deployed args the change would be dropped (it was:
+            # a latency target raised in place kept the old target, issue 41)
+            return None
         if {k: v for k, v in old_llm.items() if k != "deployment_config"} != \
                 {k: v for k, v in llm.items() if k != "deployment_config"}:
             return None

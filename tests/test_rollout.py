@@ -464,3 +464,22 @@ def test_a_custom_autoscaling_policy_is_not_sent_as_an_override():
                           update._llm_defaults())
     assert "deployments" not in a  # none for that deployment: Ray's override path re-imports the policy in the controller
     assert a["args"]["llm_configs"][0]["deployment_config"]["autoscaling_config"]["policy"] == policy
+
+
+@pytest.mark.parametrize("change", [
+    lambda asc: asc["policy"]["policy_kwargs"]["targets"].update(ttft_p95=60.0),  # the target raised
+    lambda asc: asc.update(max_replicas=3),  # a bound
+])
+def test_a_change_to_a_custom_policys_deployment_is_sent_and_restarts_it(change):
+    """Such a deployment has no override to carry a change in place, so the new LLMConfig goes as it is: a rolling
+    restart that the plan shows. (llmctl used to keep the deployed args, which dropped the change: a latency target
+    raised on a running app kept the old one, issue 41.)"""
+    policy = {"policy_function": "llmctl_latency:LatencyPolicy", "policy_kwargs": {"targets": {"ttft_p95": 0.1}, "model_id": "tiny"}}
+    with_policy = with_llm(lambda d: d["deployment_config"]["autoscaling_config"].update(policy=policy))
+    a = rollout.canonical(with_policy, update._llm_defaults())
+    new = copy.deepcopy(with_policy)
+    change(new["args"]["llm_configs"][0]["deployment_config"]["autoscaling_config"])
+    payload, p = put(deployed(a), new)
+    sent = payload["applications"][0]
+    assert sent["args"]["llm_configs"][0]["deployment_config"] == new["args"]["llm_configs"][0]["deployment_config"]
+    assert p.lifted == [] and p.kinds() == {"a": rollout.ROLLING} and p.rollouts

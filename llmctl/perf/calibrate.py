@@ -183,6 +183,8 @@ def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
     two steps up) and a stretch factor of the first. ``ttft_at``: whose TTFT
     the model is of, the clients' or the engines' (:func:`_steps`)."""
     base = base or Efficiency()
+    if ttft_at == "engine":  # vLLM's clock starts after Serve's proxy and router: their queue is not in its TTFT
+        base = replace(base, ttft_front=0.0)
     if not dev.known:  # a CPU: no datasheet; the front end's queue is fitted from the sweep (_fit_ttft_and_frontend)
         base = replace(base, frontend_s=0.0, compute_half_tokens=0.0)
     by_r: dict[int, list[dict]] = {}
@@ -255,7 +257,7 @@ def _fit_ttft(pts: list[dict], shape, dev, eff: Efficiency) -> Efficiency:
     for p in pts:
         b = p["x"] * (p["osl"] - 1) * p["itl"]
         pf = step_time(shape, dev, eff, decode=b, prompt_tokens=p["isl"], context=p["isl"] + p["osl"] / 2).seconds
-        rest = max(1e-6, p["ttft"] - pf - _front_wait_at(eff.frontend_s, p))
+        rest = max(1e-6, p["ttft"] - pf - eff.ttft_front * _front_wait_at(eff.frontend_s, p))
         rows.append([1.0 / rest, p["itl"] / rest])
         y.append(1.0)
     tc = nnls(rows, y)

@@ -154,6 +154,7 @@ class Efficiency:
     frontend_s: float = 0.02  # per request, serial in the API server: a queue (steady.frontend_wait); set on perf_published.yaml gps-h100-qwen3-14b-128 (44 req/s at 128 in / 4 out), never binding on the calibration series (<= 16 req/s)
     request_s: float = 0.00489888  # per request before its first step (HTTP, tokenizing)
     ttft_steps: float = 4.5375  # decode steps a new request spends before its prefill: the running one, and in a closed loop of equal requests the prefills of those that finished just before it
+    ttft_front: float = 1.0  # the front end's wait counted in TTFT: 1 the client's TTFT, 0 the engine's (vLLM's histogram: plan --slo-at engine)
     ttft_p95_ratio: float = 1.6  # p95 / mean of TTFT
     itl_p95_ratio: float = 1.15  # p95 / mean of the per-request inter-token latency
     compute_half_tokens: float = 128.0  # GEMM rows (tokens; per expert for a fused MoE) at which a GEMM reaches half its kind's efficiency: small-M tiles run part-empty (0: no such loss)

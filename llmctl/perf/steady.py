@@ -164,7 +164,7 @@ def predict(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, 
     run = st.ttft + (osl - 1) * st.tpot
     wait = frontend_wait(eff.frontend_s, n, run)
     total = max(run + wait, n / rate)
-    ttft = total - (osl - 1) * st.tpot
+    ttft = st.ttft + eff.ttft_front * (total - run)  # the wait in front of the engine: the client's, not the engine's
     if math.isfinite(rounds) and rounds > 0 and dev.known:
         extra = first_round_wait(shape, dev, eff, engine, clients=n, isl=isl, osl=osl, ttft=ttft) / rounds
         ttft, total = ttft + extra, total + extra
@@ -204,8 +204,8 @@ def predict_rate(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine
                           itl_s=st.tpot, itl_p95_s=st.tpot * eff.itl_p95_ratio, latency_s=inf, running=cap,
                           decode_bound=st.decode_bound, prefill_bound=st.prefill_bound, capped_by=cap_name,
                           saturated=True)
-    ttft = st.ttft + fe
-    latency = ttft + (osl - 1) * st.tpot
+    ttft = st.ttft + eff.ttft_front * fe
+    latency = st.ttft + fe + (osl - 1) * st.tpot
     return Prediction(concurrency=x * latency, rate=x, output_tokens_per_s=x * osl, ttft_s=ttft,
                       ttft_p95_s=ttft * eff.ttft_p95_ratio, itl_s=st.tpot, itl_p95_s=st.tpot * eff.itl_p95_ratio,
                       latency_s=latency, running=x * latency, decode_bound=st.decode_bound,
