@@ -207,7 +207,11 @@ def test_trace_replay_follows_the_burst(ttft_app, cluster_home, tmp_path):
     assert r.code == 0, r.err
     data = r.json()
     s = data["summary"]
-    assert s["done"] == n and s["failed"] == 0, s
+    # Every request answered, but for a few connect timeouts at most (1 %): the burst, the second engine's start
+    # (CPU-bound) and bench itself share this machine's two cores, and bench's client has once waited over its 10 s
+    # connect timeout (2 of 497, 2026-11-29); an error of any other kind fails here.
+    late = (s.get("errors") or {}).get("ConnectTimeout", 0)
+    assert s["done"] + late == n and s["failed"] == late <= 0.01 * n, s
     tl = _timeline(data)
     before = [p for p in tl if p["t"] < 30]
     burst = [p for p in tl if 30 <= p["t"] < 70 + 30]  # the burst, and the delays after it
@@ -225,11 +229,10 @@ def test_trace_replay_follows_the_burst(ttft_app, cluster_home, tmp_path):
 
 
 @pytest.mark.timeout(2400)
-@pytest.mark.xfail(reason="issue 41, open: failed in 3 of its last 4 runs. Seen 2026-11-29 (fresh-clone runs): Serve upscaled "
-                          "1 -> 2 about 10 s into the load after the in-place change to the 60 s target, and the policy "
-                          "logged no decision after the change (it logs each one that differs from Serve's target); "
-                          "cause not found", strict=False)
 def test_far_target_does_not_scale_under_the_same_load(ttft_app, cluster_home, tmp_path):
+    """The target raised in place (the model file edited, `up` again): a rolling restart that takes the new target
+    (llmctl used to keep the deployed LLMConfig for this in-place option, which dropped the change: the policy kept
+    its 100 ms target and scaled, seen in its log lines), then the same load does not scale."""
     import yaml
 
     dash = cluster_home.dashboard_url
@@ -251,6 +254,8 @@ def test_far_target_does_not_scale_under_the_same_load(ttft_app, cluster_home, t
     assert all(p["target"] == 1 and p["running"] <= 1 for p in tl), (
         f"{tl}\nrouting: {data['summary'].get('routing', {}).get(TTFT_LLM)}\npolicy:\n{_policy_log(cluster_home)}")
     assert data["summary"]["ttft_s"]["p95"] > TARGET_S  # the same load: over the first target, far under this one
+    log = _policy_log(cluster_home, 40)
+    assert 'targets {"ttft_p95": 60.0}' in log, log  # the policy Serve runs holds the new target
     print(f"\ntarget 60 s: TTFT p95 {data['summary']['ttft_s']['p95'] * 1000:.0f} ms, 1 replica throughout "
           f"({len(tl)} samples over {data['summary']['seconds']:.0f}s)")
 
