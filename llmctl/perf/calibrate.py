@@ -223,7 +223,7 @@ def _fit_efficiency(pts: list[dict], shape: ModelShape, dev: Device, engine: Eng
         b, pr = p["x"] * (p["osl"] - 1) * p["itl"], p["x"] * p["isl"] * p["itl"]
         row = [1.0, b, pr]
         if roof:
-            st = step_time(shape, dev, replace(base, mem=1.0, compute=1.0, step_s=0, seq_s=0, token_s=0),
+            st = step_time(shape, dev, replace(base, mem=1.0, kv_mem=1.0, compute=1.0, step_s=0, seq_s=0, token_s=0),
                            decode=b, prompt_tokens=pr, context=p["isl"] + p["osl"] / 2)
             row += [st.mem_s if st.mem_s >= st.compute_s else 0.0, st.compute_s if st.compute_s > st.mem_s else 0.0]
         rows.append([v / p["itl"] for v in row])  # relative errors: every step counts alike
@@ -231,7 +231,9 @@ def _fit_efficiency(pts: list[dict], shape: ModelShape, dev: Device, engine: Eng
     coef = nnls(rows, y)
     eff = replace(base, step_s=coef[0], seq_s=coef[1], token_s=coef[2], source="fitted")
     if roof:
-        eff = replace(eff, mem=1 / coef[3] if coef[3] > 0 else base.mem, compute=1 / coef[4] if coef[4] > 0 else base.compute)
+        mem = 1 / coef[3] if coef[3] > 0 else base.mem  # one bandwidth share for weights and KV reads: a profile's steps do not tell them apart
+        eff = replace(eff, mem=mem, kv_mem=mem if coef[3] > 0 else base.kv_mem,
+                      compute=1 / coef[4] if coef[4] > 0 else base.compute)
     return _fit_ttft_and_frontend(pts, shape, dev, eff, engine)
 
 
@@ -292,7 +294,7 @@ def stretched(eff: Efficiency, k: float) -> Efficiency:
     """Every time of the model × k (replicas sharing a host's cores)."""
     if k == 1.0:
         return eff
-    return replace(eff, mem=eff.mem / k, compute=eff.compute / k, step_s=eff.step_s * k, seq_s=eff.seq_s * k,
+    return replace(eff, mem=eff.mem / k, kv_mem=eff.kv_mem / k, compute=eff.compute / k, step_s=eff.step_s * k, seq_s=eff.seq_s * k,
                    token_s=eff.token_s * k, request_s=eff.request_s * k, frontend_s=eff.frontend_s * k)
 
 

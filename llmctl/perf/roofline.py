@@ -4,11 +4,11 @@ An engine step (continuous batching, chunked prefill) runs ``B`` decoding
 sequences plus a chunk of ``P`` prompt tokens through every layer. Its time
 is the sum of what the step's kernels cost, each at its own roofline:
 
-    t_step = t_0 + B·t_seq + P·t_tok                       (engine CPU, batched)
+    t_step = t_0 + B·t_seq + P·t_tok                       (per step, sequence, prompt token: work no TP rank splits)
            + L·t_layer + L_moe·t_moe_layer                 (kernel floors per layer)
            + max(W_dense / (BW·η_mem), F_dense / (F_q·η_gemm[q]))   (dense GEMMs)
            + max(W_touched / (BW·η_moe[q]), F_moe / (F_q·η_moe[q]))  (fused-MoE kernels)
-           + KV_read / (BW·η_mem) + F_attn / (F_bf16·η_attn)  (attention)
+           + max(KV_read / (BW·η_kv), F_attn / (F_bf16·η_attn))  (attention)
            + 2·L·(t_ar + 2·(TP−1)/TP · bytes / link)      (TP all-reduce per layer)
 
 - W_dense: attention projections, dense MLPs, shared experts and lm_head on
@@ -17,15 +17,20 @@ is the sum of what the step's kernels cost, each at its own roofline:
 - F_q: the tensor-core rate of the weights' format (hardware.py: BF16, FP8,
   FP4 dense TFLOP/s; FP4 weights on a GPU without FP4 tensor cores run at
   the 16-bit rate, vLLM's Marlin / Triton W4A16 kernels);
-- attention reads every decoding sequence's KV cache and computes the
-  prompt chunk's queries against their context (flash attention, bf16);
+- attention reads every decoding sequence's KV cache (paged, at its own
+  share of the bandwidth) and computes the prompt chunk's queries against
+  their context (flash attention, bf16); a sliding-window layer's queries
+  see at most its window, a linear-attention layer's none;
 - t_layer: what a layer costs whatever its size (a few kernels that each
   take a few microseconds even inside a CUDA graph: the floor a small
   decode batch sees);
-- t_0, t_seq, t_tok: the engine core's own work per step, per running
-  sequence and per prompt token (scheduling, input preparation, sampling,
-  output processing) — batched over the step, not a serial cost per
-  sequence; with CUDA graphs (decode steps) the launch cost is in t_0.
+- t_0, t_seq, t_tok: the work no TP rank splits, per step, per running
+  sequence and per prompt token: the engine core's (scheduling, input
+  preparation, sampling, output processing) and what every rank repeats on
+  every token (norms, residuals, the router, MoE permutes) — batched over
+  the step, not a serial cost per sequence; with CUDA graphs (decode steps)
+  the launch cost is in t_0. They are why an 8k-token prefill on 4 or 8
+  GPUs takes longer than a quarter or an eighth of one GPU's.
 
 Expert parallelism (``--enable-expert-parallel`` without data parallelism)
 deals whole experts out over the TP ranks: the bytes per GPU are the same,
@@ -69,6 +74,9 @@ class ModelShape:
     moe_kind: str = ""  # fused-MoE kernel: fp8 (block) | mxfp4 | nvfp4 | bf16 | int8 | int4 ("": dense model)
     moe_layers: int = 0
     ep: bool = False  # --enable-expert-parallel
+    attn_layers: int = -1  # layers whose attention sees the whole context (-1: every layer)
+    window_layers: int = 0  # sliding-window layers: their queries see at most ``window`` tokens
+    window: int = 0
 
     @property
     def moe(self) -> bool:
@@ -133,31 +141,32 @@ class Efficiency:
     lists each with the data it was set on); a CPU profile
     (llmctl.perf.calibrate) refits the overheads."""
 
-    mem: float = 0.95  # of peak HBM bandwidth: dense weights and KV reads
+    mem: float = 0.95  # of peak HBM bandwidth: dense weights (and a prompt chunk's KV writes)
+    kv_mem: float = 0.8169  # of peak HBM bandwidth: decode attention reading the running sequences' paged KV cache
     compute: float = 0.35  # of dense peak FLOP/s, for a weight format with no fitted kernel (and a CPU profile)
-    gemm_bf16: float = 0.61072  # dense GEMMs on the 16-bit tensor cores: gemm_fp8's share of the peak (the calibration data has no 16-bit dense model; the fit's 0.205 came from gpt-oss's attention projections and lm_head alone)
-    gemm_fp8: float = 0.61072  # dense fp8 GEMMs (CUTLASS / FlashInfer fp8)
-    gemm_fp4: float = 0.329472  # dense NVFP4 GEMMs (CUTLASS / FlashInfer fp4)
-    moe_fp8: float = 0.297264  # fused-MoE fp8 block-scaled kernels (Triton / DeepGEMM / CUTLASS): of the roofline
-    moe_mxfp4: float = 0.95  # gpt-oss MXFP4 experts (Marlin on Hopper, FlashInfer TRT-LLM on Blackwell)
-    moe_nvfp4: float = 0.329472  # NVFP4 experts (FlashInfer CUTLASS / TRT-LLM)
+    gemm_bf16: float = 0.5786  # dense GEMMs on the 16-bit tensor cores: gemm_fp8's share of the peak (the calibration data has no 16-bit dense model; the fit's 0.205 came from gpt-oss's attention projections and lm_head alone)
+    gemm_fp8: float = 0.5786  # dense fp8 GEMMs (CUTLASS / FlashInfer fp8)
+    gemm_fp4: float = 0.3411  # dense NVFP4 GEMMs (CUTLASS / FlashInfer fp4)
+    moe_fp8: float = 0.2993  # fused-MoE fp8 block-scaled kernels (Triton / DeepGEMM / CUTLASS): of the roofline
+    moe_mxfp4: float = 0.8295  # gpt-oss MXFP4 experts (Marlin on Hopper, FlashInfer TRT-LLM on Blackwell)
+    moe_nvfp4: float = 0.335  # NVFP4 experts (FlashInfer CUTLASS / TRT-LLM)
     moe_bf16: float = 0.45  # unquantized experts (and int8 / int4 ones, not calibrated)
     moe_mem: float = 0.95  # of peak HBM bandwidth: the fused-MoE kernels streaming the touched experts' weights
-    attn: float = 0.13  # prefill flash attention of the 16-bit tensor cores
-    layer_s: float = 4.62e-05  # per layer per step whatever its size (kernel floors)
-    moe_layer_s: float = 7.74e-06  # more per MoE layer (router, top-k, permute, two grouped GEMMs)
-    ar_s: float = 1.155e-05  # per TP all-reduce (NVSwitch one-shot / two-shot custom all-reduce)
-    step_s: float = 0.00025272  # per engine step (scheduler, input preparation, graph launch)
-    seq_s: float = 2.75e-05  # per running sequence per step, batched (sampling, output processing)
-    token_s: float = 0.0  # per prompt token in a step (the CPU side of prefill)
+    attn: float = 0.4888  # attention's FLOPs (prefill queries against their context; decode) on the 16-bit tensor cores
+    layer_s: float = 4.924e-05  # per layer per step whatever its size (kernel floors)
+    moe_layer_s: float = 7.01e-06  # more per MoE layer (router, top-k, permute, two grouped GEMMs)
+    ar_s: float = 1.282e-05  # per TP all-reduce (NVSwitch one-shot / two-shot custom all-reduce)
+    step_s: float = 2.721e-05  # per engine step (scheduler, input preparation, graph launch)
+    seq_s: float = 1.899e-05  # per running sequence per step, batched (sampling, output processing)
+    token_s: float = 7.196e-06  # per prompt token in a step, whatever the TP size: work every rank repeats on every token (norms, residuals, the router and MoE permutes, the all-reduce's fixed share) and the CPU side of prefill
     api_token_s: float = 0.0  # the API server's work per streamed output token: a parallel stage (TPOT >= B × it)
     frontend_s: float = 0.02  # per request, serial in the API server: a queue (steady.frontend_wait); set on perf_published.yaml gps-h100-qwen3-14b-128 (44 req/s at 128 in / 4 out), never binding on the calibration series (<= 16 req/s)
-    request_s: float = 0.00489888  # per request before its first step (HTTP, tokenizing)
-    ttft_steps: float = 4.5375  # decode steps a new request spends before its prefill: the running one, and in a closed loop of equal requests the prefills of those that finished just before it
+    request_s: float = 0.0002525  # per request before its first step (HTTP, tokenizing)
+    ttft_steps: float = 4.668  # decode steps a new request spends before its prefill: the running one, and in a closed loop of equal requests the prefills of those that finished just before it
     ttft_front: float = 1.0  # the front end's wait counted in TTFT: 1 the client's TTFT, 0 the engine's (vLLM's histogram: plan --slo-at engine)
     ttft_p95_ratio: float = 1.6  # p95 / mean of TTFT
     itl_p95_ratio: float = 1.15  # p95 / mean of the per-request inter-token latency
-    compute_half_tokens: float = 128.0  # GEMM rows (tokens; per expert for a fused MoE) at which a GEMM reaches half its kind's efficiency: small-M tiles run part-empty (0: no such loss)
+    compute_half_tokens: float = 127.7  # GEMM rows (tokens; per expert for a fused MoE) at which a GEMM reaches half its kind's efficiency: small-M tiles run part-empty (0: no such loss)
     source: str = "defaults (docs/capacity.md)"
 
     def to_json(self) -> dict[str, Any]:
@@ -246,8 +255,13 @@ def step_time(shape: ModelShape, dev: Device, eff: Efficiency, *, decode: float,
         m_cmp = 2 * shape.expert_params_active / tp * tokens / (dev.rate(MOE_RATE.get(shape.moe_kind, "bf16")) * e
                                                                   * eff.rows(per_expert))
     # attention: decode reads each sequence's KV; a prompt chunk's queries see their context (and write their KV)
-    a_mem = (decode * context + prompt_tokens) * shape.kv_bytes_per_token / (bw * eff.mem)
-    a_cmp = 4 * shape.layers * shape.attn_width / tp * (decode * context + prompt_tokens * pctx) / (dev.flops * eff.attn)
+    a_mem = (decode * context / eff.kv_mem + prompt_tokens / eff.mem) * shape.kv_bytes_per_token / bw
+    full = shape.layers if shape.attn_layers < 0 else shape.attn_layers
+    seen = full * (decode * context + prompt_tokens * pctx)
+    if shape.window_layers:
+        w = shape.window
+        seen += shape.window_layers * (decode * min(context, w) + prompt_tokens * min(pctx, w))
+    a_cmp = 4 * shape.attn_width / tp * seen / (dev.flops * eff.attn)
     mem = d_mem + m_mem + a_mem
     cmp = d_cmp + m_cmp + a_cmp
     kernels = max(d_mem, d_cmp) + max(m_mem, m_cmp) + max(a_mem, a_cmp)
@@ -307,5 +321,6 @@ def shape_of(arch, plan, *, name: str, tp: int, dtype: str = "auto", quantizatio
         layers=arch.num_hidden_layers, hidden=arch.hidden_size,
         act_bytes=4 if (arch.torch_dtype or "").lower() in ("float32",) else 2, fp8=dense_kind == "fp8",
         expert_params_active=float(experts * k_frac), dense_kind=dense_kind, moe_kind=moe_kind,
-        moe_layers=moe_layers, ep=ep,
+        moe_layers=moe_layers, ep=ep, attn_layers=arch.full_attention_layers,
+        window_layers=arch.sliding_window_layers, window=arch.sliding_window or 0,
     )
