@@ -22,9 +22,11 @@ size" figure it logs (docs/vllm-memory-2026.md §1-§4 is the source reading).
    prefix caching (Mamba, 0.29's default for hybrids); in-flight tokens =
    max_num_batched_tokens × concurrent batches (PP under Ray Serve LLM's
    Ray executor; PP + 1 with async scheduling under ``vllm serve``, 0.26+).
-5. The logged figure: ``num_blocks // groups × block`` up to vLLM 0.20;
+5. The logged figure: ``num_blocks // groups × block`` up to vLLM 0.20.0;
    ``int(num_blocks / blocks_per_request × L)`` (= maximum concurrency ×
-   max_model_len) from 0.21 (get_kv_cache_capacity).
+   max_model_len; get_kv_cache_capacity, the fix of vLLM issue #40691)
+   from 0.20.1: logs of 0.20.1rc1.dev91 and 0.20.2 report it for hybrid
+   models (where the two differ), a 0.20.0 log the older figure.
 """
 
 from __future__ import annotations
@@ -309,7 +311,7 @@ def kv_capacity(
     bpr = blocks_per_request(lay, arch, max_model_len, mnbt=max_num_batched_tokens, v=v, pp=pp, executor=executor,
                              prefix_caching=prefix_caching, spec=speculative_tokens, dcp=dcp)
     conc = blocks / bpr if bpr else 0.0
-    if v.at_least(21):
+    if v.at_least(20, 1):
         tokens = int(conc * max_model_len)
     else:
         tokens = blocks // lay.n_groups * lay.min_block * dcp
