@@ -24,6 +24,8 @@ class VisionTower(BaseModel):
     intermediate_size: Optional[int] = None
     tokens_per_item: Optional[int] = None  # the most (merged) tokens one image gives the language model
     buffer_per_token: int = 0  # persistent bytes per batched token allocated with the model (Qwen3-VL deepstack)
+    output_width: Optional[int] = None  # elements of one output row (Qwen3-VL: out_hidden_size × (1 + deepstack levels))
+    patch_values: Optional[int] = None  # pixel values of one patch (channels × temporal_patch_size × patch_size²)
 
 
 def _vit_layers(n: int, d: int, f: int, gated: bool, norm: int) -> int:
@@ -56,7 +58,7 @@ def _qwen3_vl(v: dict, text_hidden: int) -> VisionTower:
     params = patch + positions * d + _vit_layers(n, d, f, False, 4 * d) + merger + deep_mergers
     return VisionTower(model_type="qwen3_vl", parameters=params, replicated=patch + positions * d + n * 4 * d,
                        hidden_size=d, depth=n, intermediate_size=f, tokens_per_item=12845056 // (p * m) ** 2,
-                       buffer_per_token=deep * text_hidden * 2)
+                       buffer_per_token=deep * text_hidden * 2, output_width=o * (1 + deep), patch_values=3 * t * p * p)
 
 
 def _siglip(v: dict, text_hidden: int, model_type: str) -> VisionTower:

@@ -700,3 +700,40 @@ def test_gemma4_audio_tower_parameters_match_transformers():
             m = AutoModel.from_config(g4.Gemma4AudioConfig(**kw))
         want = sum(p.numel() for p in m.parameters()) + (kw.get("output_proj_dims", 1536)) * 2560
         assert gemma4_audio_parameters({"model_type": "gemma4_audio", **kw}, 2560) == want, kw
+
+
+def test_qwen3_vl_profile_holds_its_dummy_video_in_vllm_011_and_012_only():
+    # vLLM 0.11 / 0.12 profile_run (read from the wheels): one dummy video of 24,576 frames at 32 x 32 pixels,
+    # 12,288 merged tokens (4 patches each); get_max_video_tokens counts each 12.5 times (timestamp text); the
+    # encoder output (out_hidden_size x (1 + deepstack levels) wide) is copied into a zero tensor of the encoder
+    # budget's rows and kept, with the output and the float32 pixels, through the text dummy run.
+    from llmctl.sizing import overheads, weight_format
+    from llmctl.sizing.profile import mm_profile_hold_bytes
+    from llmctl.vllm_version import parse_vllm_version
+
+    a = load_catalog()["qwen3-vl-8b-instruct"].architecture
+    width = 4096 * (1 + 3)  # Qwen3-VL-8B: out_hidden_size 4096, deepstack_visual_indexes [8, 16, 24]
+    assert a.vision_tower.output_width == width and a.vision_tower.patch_values == 3 * 2 * 16 * 16
+    tokens, per_item = 24576 // 2, int(24576 // 2 * 12.5)
+    pixels = 4 * tokens * 1536 * 4
+
+    def hold(version, T=8192, mml=65536, model=a):
+        return mm_profile_hold_bytes(model, parse_vllm_version(version), T, mml)
+
+    assert hold("0.11.0") == (per_item + tokens) * width * 2 + pixels
+    assert hold("0.11.0", T=200_000) == (200_000 + tokens) * width * 2 + pixels  # 0.11: the encoder budget's rows
+    assert hold("0.12.0", T=200_000) == (per_item + tokens) * width * 2 + pixels  # 0.12: the item's rows
+    assert hold("0.13.0") == hold("0.32.0") == hold("0.10.2") == 0  # not read: left to the approximate band
+    assert hold("0.11.0", mml=8192) == 0  # a shorter context stops the frame search earlier: not read
+    assert hold("0.11.0", model=load_catalog()["llama-3.1-8b-instruct"].architecture) == 0
+    # the first pipeline stage runs the encoder: its activation carries the hold, the last stage's does not
+    bare = a.model_copy(update={"vision_tower": a.vision_tower.model_copy(update={"output_width": None})})
+    v11 = parse_vllm_version("0.11.0")
+    for pp in (1, 2):
+        kw = dict(gpu_memory_bytes=H100, gpu_name="H100", vllm_version=v11, pp=pp, max_model_len=65536)
+        with_hold, without = overheads(a, weight_format(a), **kw), overheads(bare, weight_format(bare), **kw)
+        assert with_hold.stages[0].activation - without.stages[0].activation == hold("0.11.0")
+        assert [s.activation for s in with_hold.stages[1:]] == [s.activation for s in without.stages[1:]]
+    # and the plan's KV shrinks by it
+    kw = dict(gpu_memory_bytes=H100, max_model_len=65536, gpu_memory_utilization=0.9, vllm_version="0.11.0")
+    assert plan(a, **kw).kv_cache_gib == pytest.approx(plan(bare, **kw).kv_cache_gib - hold("0.11.0") / GIB, abs=0.01)

@@ -227,6 +227,37 @@ def _activation(arch, v: VllmVersion, traits: GPUTraits, fmt: WeightFormat, *, t
     return int(persistent + max(forward, sampler) + ACT_RESIDUAL_GIB * GIB)
 
 
+# Qwen3-VL's profile video (vllm/model_executor/models/qwen3_vl.py, qwen2_vl.py, vLLM 0.11-0.12):
+# get_num_frames_with_most_features caps the dummy video at _MAX_FRAMES_PER_VIDEO = 24,576 frames, which the
+# video processor's pixel cap and its 32-pixel floor leave at 32 x 32: 2 x 2 patches per temporal pair, one merged
+# token each; get_max_video_tokens counts every merged token 12.5 times (its "<t seconds>" timestamp text).
+QWEN3_VL_PROFILE_FRAMES = 24576
+QWEN3_VL_TOKEN_TEXT = 12.5
+
+
+def mm_profile_hold_bytes(arch: ModelArch, v: VllmVersion, T: int, max_model_len: Optional[int]) -> int:
+    """What vLLM 0.11-0.12's profile_run keeps of its multimodal dummy
+    batch through the text dummy run and the sampler run, on every TP rank
+    (gpu_model_runner.profile_run): for Qwen3-VL one dummy video (its
+    tokens per item, 12,288 merged tokens × 12.5, are more than an image's),
+    whose encoder output is copied into a zero tensor of the encoder budget's
+    rows (0.11: max(max_num_batched_tokens, tokens per item); 0.12: tokens
+    per item) kept as encoder_cache["tmp"], beside the output itself and the
+    float32 pixel tensor. Read from the 0.11.0 / 0.12.0 wheels; vLLM 0.32
+    keeps only the real output, so other versions get 0 here (the plan says
+    the vision profile is approximate)."""
+    tower = arch.vision_tower
+    if (tower is None or tower.model_type != "qwen3_vl" or not tower.output_width or not tower.patch_values
+            or not ((0, 11) <= v.release[:2] <= (0, 12))):
+        return 0
+    pairs = QWEN3_VL_PROFILE_FRAMES // 2  # temporal pairs of 32 x 32 frames: one merged token and 4 patches each
+    if max_model_len is not None and max_model_len < pairs:
+        return 0  # a shorter context stops the frame search earlier: not read
+    per_item = int(pairs * QWEN3_VL_TOKEN_TEXT)
+    rows = max(T, per_item) if v.release[:2] == (0, 11) else per_item
+    return (rows + pairs) * tower.output_width * 2 + 4 * pairs * tower.patch_values * 4
+
+
 def _comm(traits: GPUTraits, v: VllmVersion, tp: int, pp: int, hidden: int, T: int,
           why: list[tuple[str, str]]) -> int:
     """Non-torch memory tensor parallelism adds to one worker."""
@@ -286,13 +317,15 @@ def overheads(
     dp: int = 1,
     all2all_backend: Optional[str] = None,
     internode: bool = False,
+    max_model_len: Optional[int] = None,
 ) -> Overheads:
     """Activation, non-torch and CUDA-graph bytes per GPU of each pipeline
     stage, as the given vLLM version subtracts them before sizing the KV cache.
     ``dp``: data-parallel attention ranks (the MoE layers see DP x T tokens
     with the default all2all backend); ``all2all_backend``: vLLM's
     ``all2all_backend`` (:func:`all2all_buffer_bytes`); ``internode``: the EP
-    group spans nodes."""
+    group spans nodes; ``max_model_len``: the multimodal profile item's size
+    depends on it (:func:`mm_profile_hold_bytes`)."""
     v = vllm_version or default_vllm_version()
     traits = gpu_traits(gpu_name, gpu_memory_bytes)
     dT, dS = batch_defaults(v, gpu_memory_bytes, traits.name)
@@ -312,11 +345,12 @@ def overheads(
         why.append(("version", f"vLLM {v.label} counts everything on the device outside torch (CUDA context, other processes)"))
     graphs = count_cuda_graphs if count_cuda_graphs is not None else cuda_graphs_subtracted(v)
     cg = 0 if (enforce_eager or not graphs) else cuda_graph_estimate_bytes(v, traits, S, T)
+    mm = mm_profile_hold_bytes(arch, v, T, max_model_len)  # the encoder runs where the embeddings are made: stage 0
     stages = tuple(
         Stage(
             _activation(arch, v, traits, fmt, tp=tp, stage=s, pp=pp, dense=dense, moe=moe, T=T, S=S,
                         expert_parallel=expert_parallel, act_bytes=act_bytes, dp=dp,
-                        naive_dispatch=backend == DEFAULT_ALL2ALL_BACKEND),
+                        naive_dispatch=backend == DEFAULT_ALL2ALL_BACKEND) + (mm if s == 0 else 0),
             nt, cg,
         )
         for s, (dense, moe) in enumerate(_stage_layers(arch, pp))

@@ -203,7 +203,7 @@ def plan(
         arch, fmt, gpu_memory_bytes=gpu_memory_bytes, gpu_name=gpu_name, tp=tp, pp=pp, vllm_version=version,
         max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, enforce_eager=enforce_eager,
         expert_parallel=ep, count_cuda_graphs=count_cuda_graphs, dp=dp, all2all_backend=all2all_backend,
-        internode=ep_internode,
+        internode=ep_internode, max_model_len=max_model_len,
     )
     mnbt = oh.max_num_batched_tokens
     wb = weight_bytes(arch, tp=tp, pp=pp, dtype=dtype, weights_total_bytes=weights_total_bytes, expert_parallel=ep,
