@@ -726,6 +726,12 @@ def test_qwen3_vl_profile_holds_its_dummy_video_in_vllm_011_and_012_only():
     assert hold("0.13.0") == hold("0.32.0") == hold("0.10.2") == 0  # not read: left to the approximate band
     assert hold("0.11.0", mml=8192) == 0  # a shorter context stops the frame search earlier: not read
     assert hold("0.11.0", model=load_catalog()["llama-3.1-8b-instruct"].architecture) == 0
+    assert mm_profile_hold_bytes(a, parse_vllm_version("0.11.0"), 8192, 65536, video=False) == 0  # an image: not read
+    video_off = sizing.sizing_options({"limit_mm_per_prompt": {"video": 0}})
+    assert video_off["video_profiled"] is False and "language_model_only" not in video_off
+    none = sizing.sizing_options({"limit_mm_per_prompt": {"video": 0, "image": 0}})
+    assert none["language_model_only"] is True and "video_profiled" not in none
+    assert "video_profiled" not in sizing.sizing_options({"limit_mm_per_prompt": {"video": 2}})
     # the first pipeline stage runs the encoder: its activation carries the hold, the last stage's does not
     bare = a.model_copy(update={"vision_tower": a.vision_tower.model_copy(update={"output_width": None})})
     v11 = parse_vllm_version("0.11.0")
@@ -737,3 +743,4 @@ def test_qwen3_vl_profile_holds_its_dummy_video_in_vllm_011_and_012_only():
     # and the plan's KV shrinks by it
     kw = dict(gpu_memory_bytes=H100, max_model_len=65536, gpu_memory_utilization=0.9, vllm_version="0.11.0")
     assert plan(a, **kw).kv_cache_gib == pytest.approx(plan(bare, **kw).kv_cache_gib - hold("0.11.0") / GIB, abs=0.01)
+    assert plan(a, video_profiled=False, **kw).kv_cache_gib == plan(bare, **kw).kv_cache_gib

@@ -291,8 +291,8 @@ def sizing_options(engine_kwargs: dict[str, Any]) -> dict[str, Any]:
     dtype, quantization (a checkpoint's own, or online fp8 / experts_int8),
     KV-cache dtype, max_num_seqs, max_num_batched_tokens,
     gpu_memory_utilization, enforce_eager, enable_expert_parallel,
-    data_parallel_size and all2all_backend (data-parallel attention), enable_prefix_caching, language_model_only (or every modality limited to
-    0), MTP speculative decoding's num_speculative_tokens and
+    data_parallel_size and all2all_backend (data-parallel attention), enable_prefix_caching, language_model_only (images and every
+    modality given limited to 0), video_profiled (False when video alone is limited to 0), MTP speculative decoding's num_speculative_tokens and
     decode_context_parallel_size. gen-config,
     plan and validate size a config through this one mapping."""
     from llmctl.sizing.formats import DTYPE_CHOICES, KV_CACHE_DTYPE_CHOICES
@@ -324,8 +324,12 @@ def sizing_options(engine_kwargs: dict[str, Any]) -> dict[str, Any]:
     if isinstance(engine_kwargs.get("enable_prefix_caching"), bool):
         out["enable_prefix_caching"] = engine_kwargs["enable_prefix_caching"]
     limits = engine_kwargs.get("limit_mm_per_prompt")
-    if isinstance(limits, dict) and limits and all(v == 0 for v in limits.values()):
-        out["language_model_only"] = True
+    if isinstance(limits, dict) and limits:
+        # every model with a tower takes images: the tower goes only when images are off and nothing given is on
+        if limits.get("image") == 0 and all(v == 0 for v in limits.values()):
+            out["language_model_only"] = True
+        elif limits.get("video") == 0:
+            out["video_profiled"] = False
     spec = engine_kwargs.get("speculative_config")
     if isinstance(spec, dict) and "mtp" in str(spec.get("method") or "") and isinstance(spec.get("num_speculative_tokens"), int):
         out["num_speculative_tokens"] = spec["num_speculative_tokens"]

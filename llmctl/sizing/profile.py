@@ -235,7 +235,8 @@ QWEN3_VL_PROFILE_FRAMES = 24576
 QWEN3_VL_TOKEN_TEXT = 12.5
 
 
-def mm_profile_hold_bytes(arch: ModelArch, v: VllmVersion, T: int, max_model_len: Optional[int]) -> int:
+def mm_profile_hold_bytes(arch: ModelArch, v: VllmVersion, T: int, max_model_len: Optional[int],
+                          video: bool = True) -> int:
     """What vLLM 0.11-0.12's profile_run keeps of its multimodal dummy
     batch through the text dummy run and the sampler run, on every TP rank
     (gpu_model_runner.profile_run): for Qwen3-VL one dummy video (its
@@ -245,9 +246,10 @@ def mm_profile_hold_bytes(arch: ModelArch, v: VllmVersion, T: int, max_model_len
     per item) kept as encoder_cache["tmp"], beside the output itself and the
     float32 pixel tensor. Read from the 0.11.0 / 0.12.0 wheels; vLLM 0.32
     keeps only the real output, so other versions get 0 here (the plan says
-    the vision profile is approximate)."""
+    the vision profile is approximate); so does a deployment whose video
+    limit is 0 (``video``: its dummy item is an image, not read)."""
     tower = arch.vision_tower
-    if (tower is None or tower.model_type != "qwen3_vl" or not tower.output_width or not tower.patch_values
+    if (not video or tower is None or tower.model_type != "qwen3_vl" or not tower.output_width or not tower.patch_values
             or not ((0, 11) <= v.release[:2] <= (0, 12))):
         return 0
     pairs = QWEN3_VL_PROFILE_FRAMES // 2  # temporal pairs of 32 x 32 frames: one merged token and 4 patches each
@@ -318,14 +320,15 @@ def overheads(
     all2all_backend: Optional[str] = None,
     internode: bool = False,
     max_model_len: Optional[int] = None,
+    video_profiled: bool = True,
 ) -> Overheads:
     """Activation, non-torch and CUDA-graph bytes per GPU of each pipeline
     stage, as the given vLLM version subtracts them before sizing the KV cache.
     ``dp``: data-parallel attention ranks (the MoE layers see DP x T tokens
     with the default all2all backend); ``all2all_backend``: vLLM's
     ``all2all_backend`` (:func:`all2all_buffer_bytes`); ``internode``: the EP
-    group spans nodes; ``max_model_len``: the multimodal profile item's size
-    depends on it (:func:`mm_profile_hold_bytes`)."""
+    group spans nodes; ``max_model_len``, ``video_profiled``: the multimodal
+    profile item depends on them (:func:`mm_profile_hold_bytes`)."""
     v = vllm_version or default_vllm_version()
     traits = gpu_traits(gpu_name, gpu_memory_bytes)
     dT, dS = batch_defaults(v, gpu_memory_bytes, traits.name)
@@ -345,7 +348,7 @@ def overheads(
         why.append(("version", f"vLLM {v.label} counts everything on the device outside torch (CUDA context, other processes)"))
     graphs = count_cuda_graphs if count_cuda_graphs is not None else cuda_graphs_subtracted(v)
     cg = 0 if (enforce_eager or not graphs) else cuda_graph_estimate_bytes(v, traits, S, T)
-    mm = mm_profile_hold_bytes(arch, v, T, max_model_len)  # the encoder runs where the embeddings are made: stage 0
+    mm = mm_profile_hold_bytes(arch, v, T, max_model_len, video_profiled)  # the encoder runs where the embeddings are made: stage 0
     stages = tuple(
         Stage(
             _activation(arch, v, traits, fmt, tp=tp, stage=s, pp=pp, dense=dense, moe=moe, T=T, S=S,

@@ -145,6 +145,7 @@ def plan(
     all2all_backend: Optional[str] = None,
     ep_internode: bool = False,
     decode_context_parallel_size: int = 1,
+    video_profiled: bool = True,
 ) -> Plan:
     """Memory plan of one replica (TP × PP GPUs of ``gpu_memory_bytes`` each).
 
@@ -173,7 +174,9 @@ def plan(
     ``all2all_backend`` does it (``ep_internode``: the EP group spans nodes).
     ``decode_context_parallel_size``: decode context parallelism (within the
     TP group) shards each request's KV over that many ranks: the same pool
-    holds that many times the tokens.
+    holds that many times the tokens. ``video_profiled`` False (video
+    limited to 0): the start-up profile's dummy item is not a video
+    (:func:`llmctl.sizing.profile.mm_profile_hold_bytes`).
     The verdict is "does_not_fit" when the TP
     size is invalid for the model, the weights and overheads exceed the budget,
     or one max_model_len request does not fit in the KV cache (vLLM refuses to
@@ -203,7 +206,7 @@ def plan(
         arch, fmt, gpu_memory_bytes=gpu_memory_bytes, gpu_name=gpu_name, tp=tp, pp=pp, vllm_version=version,
         max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, enforce_eager=enforce_eager,
         expert_parallel=ep, count_cuda_graphs=count_cuda_graphs, dp=dp, all2all_backend=all2all_backend,
-        internode=ep_internode, max_model_len=max_model_len,
+        internode=ep_internode, max_model_len=max_model_len, video_profiled=video_profiled,
     )
     mnbt = oh.max_num_batched_tokens
     wb = weight_bytes(arch, tp=tp, pp=pp, dtype=dtype, weights_total_bytes=weights_total_bytes, expert_parallel=ep,
