@@ -321,6 +321,7 @@ def shape_of(arch, plan, *, name: str, tp: int, dtype: str = "auto", quantizatio
         layers=arch.num_hidden_layers, hidden=arch.hidden_size,
         act_bytes=4 if (arch.torch_dtype or "").lower() in ("float32",) else 2, fp8=dense_kind == "fp8",
         expert_params_active=float(experts * k_frac), dense_kind=dense_kind, moe_kind=moe_kind,
-        moe_layers=moe_layers, ep=ep, attn_layers=arch.full_attention_layers,
+        moe_layers=moe_layers, ep=ep,
+        attn_layers=arch.full_attention_layers + arch.chunked_attention_layers,  # chunked (Llama 4): taken as full
         window_layers=arch.sliding_window_layers, window=arch.sliding_window or 0,
     )
