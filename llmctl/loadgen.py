@@ -262,7 +262,11 @@ async def _one(client: httpx.AsyncClient, s: BenchSettings, content: str, max_to
             async for line in r.aiter_lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
-                chunk = json.loads(line[6:])
+                try:
+                    chunk = json.loads(line[6:])
+                except ValueError:  # a line cut short (the connection closed mid-event) or not an event at all
+                    return RequestResult(False, time.perf_counter() - t0, ttft, gaps,
+                                         error="bad stream event", detail=line[:1000])
                 if chunk.get("usage"):
                     usage = chunk["usage"]
                 if any((c.get("delta") or {}).get("content") for c in chunk.get("choices") or []):

@@ -211,7 +211,7 @@ def test_trace_replay_follows_the_burst(ttft_app, cluster_home, tmp_path):
     # (CPU-bound) and bench itself share this machine's two cores, and bench's client has once waited over its 10 s
     # connect timeout (2 of 497, 2026-11-29); an error of any other kind fails here.
     late = (s.get("errors") or {}).get("ConnectTimeout", 0)
-    assert s["done"] + late == n and s["failed"] == late <= 0.01 * n, s
+    assert s["done"] + late == n and s["failed"] == late <= 0.01 * n, (s, data.get("failures"), data.get("replicas"))
     tl = _timeline(data)
     before = [p for p in tl if p["t"] < 30]
     burst = [p for p in tl if 30 <= p["t"] < 70 + 30]  # the burst, and the delays after it

@@ -20,6 +20,7 @@ from llmctl.perf.slo import parse_slo, parse_sweep
 
 
 PROMPTS: list[str] = []  # every prompt the stand-in received
+CUT_AT = 13  # max_tokens that makes the stand-in cut its stream mid-event
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -51,6 +52,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
         time.sleep(0.02)
+        if n == CUT_AT:  # the connection ends in the middle of an event, as when a replica goes away mid-stream
+            send({"choices": [{"delta": {"content": "x"}}]})
+            partial = b'data: {"choices": [{"delta": {"cont'
+            self.wfile.write(f"{len(partial):x}\r\n".encode() + partial + b"\r\n0\r\n\r\n")
+            self.wfile.flush()
+            return
         for _ in range(n):
             send({"choices": [{"delta": {"content": "x"}}]})
             time.sleep(0.002)
@@ -158,3 +165,14 @@ def test_warmup_leaves_out_each_steps_first_seconds(endpoint, capsys):
                 ["--requests", "2", "--warmup", "1"]):
         r = run_cli(capsys, "bench", "--url", endpoint, *bad)
         assert r.code == 2 and "--warmup" in r.err and "Traceback" not in r.err, r.err
+
+
+def test_a_stream_cut_mid_event_is_a_failure_that_says_so(endpoint):
+    """A stream that ends inside an event is a failed request named for what happened, with the line received,
+    not a JSON parser's exception name."""
+    res = bench(url=endpoint, requests=2, concurrency=2, max_tokens=CUT_AT, prompt_tokens=4)
+    assert res.done == 0 and len(res.results) == 2
+    failures = res.to_json()["failures"]
+    assert [f["error"] for f in failures] == ["bad stream event"] * 2
+    assert all(f["detail"].startswith("data: {") and not f["detail"].endswith("}") for f in failures)
+    assert res.to_json()["summary"]["errors"] == {"bad stream event": 2}
