@@ -500,8 +500,9 @@ def bench(
         from llmctl.perf.metrics import engines_of, prefix_cache
 
         model_id = chosen.split(":")[0]
-        after, complete = settled_scrape(probe, before, res.done, model_id)
+        groups = {d: r.get("replicas", []) for d, r in res.routing.items()}
+        after, complete = settled_scrape(probe, before, res.done, model_id, groups=groups)
         if after is not None:
             res.prefix_cache = {**prefix_cache(before, after, model_id), "complete": complete}
-            res.engines = engines_of(before, after, {d: r.get("replicas", []) for d, r in res.routing.items()})
+            res.engines = engines_of(before, after, groups)
     return res

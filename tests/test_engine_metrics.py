@@ -74,3 +74,10 @@ def test_engines_per_deployment_between_two_scrapes():
     # what bench waits for before it reads them: a first token for each request (of the model)
     assert first_tokens(before, now) == 9 and first_tokens(before, now, "tiny-cap") == 9
     assert first_tokens(before, now, "another-model") == 0
+    # ... per deployment when bench knows them: each pool of a prefill/decode app counts every request
+    from llmctl.perf.metrics import all_counted
+
+    pools = {"Prefill:m": live[:1], "Decode:m": live[1:], "OpenAiIngress": ["ingress-replica"]}
+    assert all_counted(before, now, 4, "tiny-cap", pools) and not all_counted(before, now, 5, "tiny-cap", pools)
+    assert all_counted(before, now, 9, "tiny-cap")  # all engines together: 4 + 5
+    assert not all_counted(before, now, 1, "another-model", pools)  # no engine of that model: nothing counted

@@ -82,12 +82,15 @@ COUNTERS_WAIT_S = 12.0
 
 
 def settled_scrape(probe: Callable[[], Optional[dict]], before: dict, requests: int,
-                   model: Optional[str] = None, wait: float = COUNTERS_WAIT_S) -> tuple[Optional[dict], bool]:
+                   model: Optional[str] = None, wait: float = COUNTERS_WAIT_S,
+                   groups: Optional[dict[str, list[str]]] = None) -> tuple[Optional[dict], bool]:
     """(scrape, True) once the engines (of ``model``) count, since ``before``,
     a first token for each of the ``requests`` a run had answered (vLLM's
-    TTFT histogram counts every request once), or (the last scrape, False)
-    after ``wait`` seconds; (None, False) when no scrape answered."""
-    from llmctl.perf.metrics import first_tokens
+    TTFT histogram counts every request once per engine it passes: each
+    deployment of ``groups`` on its own, llmctl.perf.metrics.all_counted),
+    or (the last scrape, False) after ``wait`` seconds; (None, False) when
+    no scrape answered."""
+    from llmctl.perf.metrics import all_counted
     from llmctl.poll import poll_iter
 
     last = None
@@ -96,7 +99,7 @@ def settled_scrape(probe: Callable[[], Optional[dict]], before: dict, requests: 
         if after is None:
             continue
         last = after
-        if first_tokens(before, after, model) >= requests:
+        if all_counted(before, after, requests, model, groups):
             return after, True
     return last, False
 

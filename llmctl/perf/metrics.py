@@ -181,6 +181,24 @@ def first_tokens(before: dict[str, EngineSample], after: dict[str, EngineSample]
     return sum(_since(a, before.get(rid), "ttft_count") for rid, a in _of_model(after, model))
 
 
+def all_counted(before: dict[str, EngineSample], after: dict[str, EngineSample], requests: float,
+                model: Optional[str] = None, groups: Optional[dict[str, list[str]]] = None) -> bool:
+    """Whether the engines (of ``model``) counted a first token for each of
+    ``requests``. ``groups`` (deployment -> its replica ids): each deployment
+    with engines of the model on its own, since every request passes each of
+    them once — a prefill/decode app's two pools both count it, a DP group's
+    ranks or a deployment's replicas share it; without them, all engines
+    together."""
+    if not groups:
+        return first_tokens(before, after, model) >= requests
+    counts = []
+    for ids in groups.values():
+        mine = {r: after[r] for r in ids if r in after}
+        if _of_model(mine, model):
+            counts.append(first_tokens(before, mine, model))
+    return bool(counts) and min(counts) >= requests
+
+
 def ttft_counts(before: dict[str, EngineSample], after: dict[str, EngineSample], model: Optional[str] = None) -> dict:
     """vLLM's own TTFT of the requests the engines (of ``model``, when given)
     answered between two scrapes, as counts that add up across runs:
