@@ -187,16 +187,11 @@ def all_counted(before: dict[str, EngineSample], after: dict[str, EngineSample],
     ``requests``. ``groups`` (deployment -> its replica ids): each deployment
     with engines of the model on its own, since every request passes each of
     them once — a prefill/decode app's two pools both count it, a DP group's
-    ranks or a deployment's replicas share it; without them, all engines
-    together."""
-    if not groups:
-        return first_tokens(before, after, model) >= requests
-    counts = []
-    for ids in groups.values():
-        mine = {r: after[r] for r in ids if r in after}
-        if _of_model(mine, model):
-            counts.append(first_tokens(before, mine, model))
-    return bool(counts) and min(counts) >= requests
+    ranks or a deployment's replicas share it; without them (or when none of
+    them has an engine of the model), all engines together."""
+    mine = ({r: after[r] for r in ids if r in after} for ids in (groups or {}).values())
+    counts = [first_tokens(before, m, model) for m in mine if _of_model(m, model)]
+    return (min(counts) if counts else first_tokens(before, after, model)) >= requests
 
 
 def ttft_counts(before: dict[str, EngineSample], after: dict[str, EngineSample], model: Optional[str] = None) -> dict:
