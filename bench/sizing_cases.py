@@ -49,7 +49,9 @@ _FIT_SOURCE = re.compile(r"llm-d-planner/.*/accuracy/results/v0\.19\.0/")
 
 def load_cases(paths: Optional[list[Path]] = None) -> list[dict[str, Any]]:
     """Every case of the data files, with its config and its evaluation entry merged in."""
-    evaluation = yaml.safe_load(EVALUATION.read_text(encoding="utf-8"))["cases"] or {}
+    doc = yaml.safe_load(EVALUATION.read_text(encoding="utf-8"))
+    evaluation = doc["cases"] or {}
+    config_updates = doc.get("configs") or {}
     cases = []
     for path in paths or DATA_FILES:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -60,7 +62,7 @@ def load_cases(paths: Optional[list[Path]] = None) -> list[dict[str, Any]]:
             if "src" in case:  # the flat layout of vllm_startups*.yaml
                 case = from_flat(case, quotes.get(case["id"], {}))
             case["file"] = path.name
-            case["config_dict"] = configs[case["config"]]
+            case["config_dict"] = _merged(configs[case["config"]], config_updates.get(case["config"], {}).get("update", {}))
             case["evaluation"] = dict(evaluation.get(case["id"], {}))
             if not case.get("checks"):
                 # collected, so counted: a case that names no check is checked on what it logs
@@ -126,7 +128,15 @@ def from_flat(c: dict[str, Any], q: dict[str, Any]) -> dict[str, Any]:
 def case_arch(case: dict[str, Any]) -> ModelArch:
     """The case's config; the evaluation file's ``config_update`` (keys a stored
     copy lacks, each with its source there) is merged over it."""
-    return arch_from_hf_config({**case["config_dict"], **(case.get("evaluation") or {}).get("config_update", {})})
+    return arch_from_hf_config(_merged(case["config_dict"], (case.get("evaluation") or {}).get("config_update", {})))
+
+
+def _merged(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``update``'s keys over it, nested dicts (text_config) merged key by key."""
+    out = dict(base)
+    for k, v in update.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def _log(case: dict[str, Any]) -> str:

@@ -124,7 +124,9 @@ class ModelArch(_Strict):
     torch_dtype: Optional[str] = None
     tie_word_embeddings: Optional[bool] = None
     attention_bias: bool = False
-    rope_scaling: Optional[dict[str, Any]] = None
+    rope_scaling: Optional[dict[str, Any]] = None  # rope_scaling, or transformers 5's rope_parameters
+    rotary_dim: Optional[int] = Field(default=None, gt=0, description="rotated dimensions per head when fewer than "
+                                      "head_dim (config rotary_dim, or head_dim x partial_rotary_factor)")
     sliding_window: Optional[int] = Field(default=None, gt=0)
     sliding_window_layers: int = Field(
         default=0, ge=0, description="layers whose KV cache is bounded by sliding_window"
@@ -365,6 +367,22 @@ def _linear_attention(get, model_type: str, dtype_bytes_of) -> Optional[LinearAt
     return None
 
 
+def _rotary_dim(get: Any, rope: Any, head_dim: Any) -> Optional[int]:
+    """Rotated dimensions per head, when fewer than head_dim: vLLM's get_rope
+    builds its cos/sin cache over ``rotary_dim`` (MiniMax-M2's config key), or
+    ``head_dim × partial_rotary_factor`` (Qwen3-Next / 3.5, GLM-4.x, Phi-4-mini;
+    top level or in a flat rope_parameters). None: the whole head."""
+    explicit = get("rotary_dim")
+    if isinstance(explicit, int) and explicit > 0:
+        return explicit
+    factor = get("partial_rotary_factor")
+    if factor is None and isinstance(rope, dict):
+        factor = rope.get("partial_rotary_factor")
+    if not isinstance(head_dim, int) or not isinstance(factor, (int, float)) or not 0 < factor < 1:
+        return None
+    return int(head_dim * factor)
+
+
 def _dtype_bytes(name: Any) -> Optional[int]:
     return {"float32": 4, "fp32": 4, "float16": 2, "bfloat16": 2, "auto": None}.get(str(name).lower())
 
@@ -381,6 +399,7 @@ def arch_from_hf_config(cfg: dict) -> ModelArch:
         return default if v is None else v
 
     model_type = str(text.get("model_type") or outer.get("model_type") or "unknown")
+    rope = get("rope_scaling") or get("rope_parameters")  # transformers 5 renamed it; vLLM reads either
     outer_type = str(outer.get("model_type") or model_type)
     n_layers = get("num_hidden_layers", "n_layer", "num_layers")
     heads = get("num_attention_heads", "n_head")
@@ -449,7 +468,8 @@ def arch_from_hf_config(cfg: dict) -> ModelArch:
         torch_dtype=get("torch_dtype", "dtype"),
         tie_word_embeddings=get("tie_word_embeddings"),
         attention_bias=bool(get("attention_bias", default=False)) or model_type == "qwen2",
-        rope_scaling=get("rope_scaling"),
+        rope_scaling=rope,
+        rotary_dim=_rotary_dim(get, rope, get("head_dim") or (hidden // heads if isinstance(hidden, int) and heads else None)),
         sliding_window=get("sliding_window"),
         sliding_window_layers=kinds.count("sliding") if compressed is None else 0,  # V4's window is part of its own caches
         moe=_moe(get, model_type, int(n_layers)),

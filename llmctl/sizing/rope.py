@@ -4,7 +4,8 @@
 vLLM's ``get_rope`` (``model_executor/layers/rotary_embedding/__init__.py``)
 builds one ``RotaryEmbedding`` per distinct (head size, rotary dim, max
 position, rope parameters) and registers ``cos_sin_cache`` — ``[positions,
-rotary_dim]`` in the model dtype (``torch.get_default_dtype()`` while the
+rotary_dim]`` (``ModelArch.rotary_dim``: fewer than head_dim with a partial
+rotary factor) in the model dtype (``torch.get_default_dtype()`` while the
 model is built) — as a buffer on every rank and pipeline stage.  How many
 positions it covers depends on the scaling type (``base.py``,
 ``linear_scaling_rope.py``, ``yarn_scaling_rope.py``,
@@ -64,7 +65,7 @@ def rope_cache_elements(arch: ModelArch) -> int:
         # differs from the full layers' (scaled; Gemma 4: proportional over global_head_dim) -> two caches
         full_hd = arch.full_head_dim or hd
         return max_pos * hd + _positions(max_pos, rs) * full_hd
-    return _positions(max_pos, rs) * hd
+    return _positions(max_pos, rs) * (arch.rotary_dim or hd)
 
 
 def rope_cache_bytes(arch: ModelArch, dtype_bytes: float) -> int:
