@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 
 from llmctl.errors import UsageError, param
 from llmctl.launch.endpoint import dashboard_headers, endpoint_headers, resolve_endpoint
-from llmctl.loadgen import BenchResult, BenchSettings, cpu_probe, replica_sampler, run_hold
+from llmctl.loadgen import BenchResult, BenchSettings, cpu_probe, replica_sampler, routing_of, run_hold
 
 
 def sweep(
@@ -59,7 +59,11 @@ def sweep(
     (vLLM's histogram between scrapes before and after each hold, from the
     request's arrival at the engine: what ``--autoscale-on`` scales on and
     ``plan --slo-at engine`` fits), when the engines' metrics endpoint is
-    known (a head llmctl started, or ``metrics_url``)."""
+    known (a head llmctl started, or ``metrics_url``); and
+    ``engine_ttft_by_deployment_s``, the same per deployment (Serve's status
+    after each hold names their replicas). An app with more than one
+    deployment of the model (prefill/decode pools, each counting every
+    request) has only the per-deployment figures."""
     from llmctl.perf.sweep import goodput, max_rate_within, provenance
 
     if duration is None or duration <= 0:
@@ -75,11 +79,12 @@ def sweep(
     sample = replica_sampler(dashboard, app_name, ray_token_env) if dashboard and app_name else None
     cpu = cpu_probe(dashboard)
     from llmctl.launch.metrics import engine_probe, settled_scrape
-    from llmctl.perf.metrics import add_ttft_counts, ttft_counts, ttft_summary
+    from llmctl.perf.metrics import add_ttft_counts, ttft_counts, ttft_counts_by_deployment, ttft_summary
 
     probe = engine_probe(address, metrics_url, ray_token_env=ray_token_env) if (dashboard or metrics_url) else None
     model_id = chosen.split(":")[0]
     engine_ttft: dict[int, dict] = {}
+    engine_ttft_dep: dict[int, dict[str, dict]] = {}
     stop = stop or threading.Event()
     out_steps: list[dict[str, Any]] = []
     timeline: dict[str, list[dict[str, Any]]] = {}
@@ -97,10 +102,18 @@ def sweep(
                                float(v) if steps.mode == "rate" else None, i + pas * len(steps.values))
             before = probe() if probe else None
             res = asyncio.run(run_hold(st, stop, sample, on_progress, interval, cpu, headers))
-            after = settled_scrape(probe, before, res.done, model_id)[0] if before is not None else None
+            after = None
+            if before is not None:
+                # each deployment's engines on their own (a prefill/decode app's pools both count every request)
+                routing = routing_of(dashboard, app_name, ray_token_env) if dashboard and app_name else {}
+                groups = {d: r.get("replicas", []) for d, r in routing.items()}
+                after = settled_scrape(probe, before, res.done, model_id, groups=groups)[0]
             if after is not None:
                 c = ttft_counts(before, after, model_id)
                 engine_ttft[i] = add_ttft_counts(engine_ttft[i], c) if i in engine_ttft else c
+                pooled = engine_ttft_dep.setdefault(i, {})
+                for dep, dc in ttft_counts_by_deployment(before, after, model_id, groups).items():
+                    pooled[dep] = add_ttft_counts(pooled[dep], dc) if dep in pooled else dc
             held.setdefault(i, []).append(res.steady(warmup, min(duration, res.seconds)) if warmup else res)
             t0.setdefault(i, offset)
             for dep, pts in res.replica_timeline().items():
@@ -112,7 +125,10 @@ def sweep(
     for i, parts in sorted(held.items()):
         v, res = steps.values[i], BenchResult.pooled(parts)
         summ, requests = res.summary(), res.requests_json()
-        summ["engine_ttft_s"] = ttft_summary(engine_ttft[i]) if i in engine_ttft else None
+        by_dep = engine_ttft_dep.get(i) or {}
+        # several deployments with engines of the model (prefill/decode pools): one histogram each, no pooled figure
+        summ["engine_ttft_s"] = ttft_summary(engine_ttft[i]) if i in engine_ttft and len(by_dep) <= 1 else None
+        summ["engine_ttft_by_deployment_s"] = {d: ttft_summary(c) for d, c in by_dep.items()} or None
         step = {"index": i, "mode": steps.mode, "value": v, "concurrency": res.settings.concurrency if steps.mode == "concurrency" else None,
                 "rate": float(v) if steps.mode == "rate" else None, "t0": round(t0[i], 2), "passes": len(parts),
                 "summary": summ, "requests": requests}

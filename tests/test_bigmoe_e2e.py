@@ -18,6 +18,8 @@ CPU build (issue 40), written by gen-config and deployed by `llmctl up`.
 
 from __future__ import annotations
 
+import json
+
 
 import httpx
 import pytest
@@ -109,5 +111,13 @@ def test_pd_1_to_1_answers_through_the_decode_pool(cluster_home, tiny_model, tmp
         assert pre["generation_tokens"] <= pre["requests"] < dec["generation_tokens"], eng
         text = llmctl("bench", "pd_app", "--requests", "2", "--max-tokens", "4")
         assert text.code == 0 and "Prefill:tiny-pd engines" in text.out and "Decode:tiny-pd engines" in text.out, text.out
+        # a sweep step keeps the pools' TTFT histograms apart: each pool counts every request the step answered
+        sw = llmctl("bench", "pd_app", "--sweep", "2", "--duration", "4", "--max-tokens", "8", "--prompt-tokens", "32",
+                    "--output", tmp_path / "pd_sweep.json", timeout=600)
+        assert sw.code == 0, sw.err
+        summ = json.loads((tmp_path / "pd_sweep.json").read_text())["steps"][0]["summary"]
+        by = summ["engine_ttft_by_deployment_s"]
+        assert set(by) == {"Prefill:tiny-pd", "Decode:tiny-pd"} and summ["engine_ttft_s"] is None, summ
+        assert by["Prefill:tiny-pd"]["requests"] >= summ["done"] and by["Decode:tiny-pd"]["requests"] >= summ["done"], summ
     finally:
         llmctl("down", "pd_app")

@@ -48,3 +48,19 @@ def test_holds_of_a_step_pool():
     assert both["count"] == 20 and both["sum"] == pytest.approx(fast["sum"] + slow["sum"])
     p = {k: ttft_summary(v)["p50"] for k, v in (("fast", fast), ("slow", slow), ("both", both))}
     assert p["fast"] <= p["both"] <= p["slow"] and p["fast"] <= 0.02 < 0.25 < p["slow"]
+
+
+def test_by_deployment_keeps_a_prefill_decode_apps_pools_apart():
+    """Both pools of a prefill/decode app count every request: per deployment
+    each has the run's 10 requests; pooled, 20 of two distributions."""
+    before = samples_of(_exposition({"p1": [0] * 13, "d1": [0] * 13, "x": [0] * 13}, "tiny"))
+    after = samples_of(_exposition({"p1": [0] * 7 + [10] * 6, "d1": [0] * 4 + [10] * 9, "x": [0] * 13}, "tiny")
+                       + _exposition({"o": [0] * 12 + [3]}, "other"))
+    from llmctl.perf.metrics import ttft_counts_by_deployment
+
+    groups = {"Prefill": ["p1"], "Decode": ["d1"], "Ingress": [], "Other": ["o"]}
+    by = ttft_counts_by_deployment(before, after, "tiny", groups)
+    assert set(by) == {"Prefill", "Decode"}  # no engines of the model: not a deployment of it
+    assert by["Prefill"]["count"] == 10 and by["Decode"]["count"] == 10
+    assert ttft_summary(by["Decode"])["p95"] <= 0.04 < ttft_summary(by["Prefill"])["p50"]
+    assert ttft_counts(before, after, "tiny")["count"] == 20

@@ -136,6 +136,10 @@ def test_plan_concurrency_json_per_gpu_and_tp(capsys):
     assert all(any("GPU L4" in w for w in x["extrapolates"]) for x in l4)
     one = [x for x in d["rows"] if x["load"] == 1]
     assert all(any("concurrency 1" in w for w in x["extrapolates"]) for x in one)
+    # TP over PCIe is outside the calibration data (all NVLink); on one GPU, or over NVLink, no such note
+    pcie = [x for x in d["rows"] if x["gpu"] == "L4"]
+    assert all(any("TP over PCIe" in w for w in x["extrapolates"]) == (x["tp"] > 1) for x in pcie), pcie
+    assert not any("TP over PCIe" in w for x in d["rows"] if x["gpu"] == "H100" for w in x["extrapolates"])
 
 
 def test_plan_rate_json_open_loop(capsys):

@@ -86,6 +86,12 @@ def band(metric: str, kinds: dict[str, str]) -> Optional[Band]:
     return Band(min(f["low"] for f in found), max(f["high"] for f in found), min(f["points"] for f in found))
 
 
+def _interconnect(gpu: str) -> Optional[str]:
+    from llmctl.hardware import TABLE
+
+    return next((g.interconnect for g in TABLE if g.name == gpu), None)
+
+
 def extrapolation(kinds: dict[str, str], concurrency: Optional[float] = None) -> list[str]:
     """Why a figure extrapolates beyond the calibration data (empty: inside it)."""
     dom = accuracy().get("domain") or {}
@@ -96,6 +102,9 @@ def extrapolation(kinds: dict[str, str], concurrency: Optional[float] = None) ->
         out.append(f"{kinds['quant']} weights are not in the calibration data ({', '.join(dom['quant'])})")
     if dom.get("tp") and int(kinds["tp"]) not in dom["tp"]:
         out.append(f"TP {kinds['tp']} is not in the calibration data")
+    if int(kinds["tp"]) > 1 and _interconnect(kinds["gpu"]) == "pcie":
+        # vLLM's own all-reduce runs over PCIe only for 2 GPUs with P2P access, else NCCL (custom_all_reduce.py)
+        out.append("TP over PCIe: the calibration data's GPUs are all NVLink-connected (all-reduce cost extrapolated)")
     if concurrency is not None and dom.get("concurrency") and math.isfinite(concurrency):
         lo, hi = dom["concurrency"]
         if not lo <= concurrency <= hi:

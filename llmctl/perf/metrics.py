@@ -211,6 +211,20 @@ def ttft_counts(before: dict[str, EngineSample], after: dict[str, EngineSample],
     return out
 
 
+def ttft_counts_by_deployment(before: dict[str, EngineSample], after: dict[str, EngineSample], model: Optional[str],
+                              groups: dict[str, list[str]]) -> dict[str, dict]:
+    """:func:`ttft_counts` of each deployment of ``groups`` (deployment -> its
+    replica ids) that has engines of ``model``: a prefill/decode app's two
+    pools each count every request, so their histograms are not one
+    distribution to pool."""
+    out = {}
+    for dep, ids in groups.items():
+        mine = {r: after[r] for r in ids if r in after}
+        if _of_model(mine, model):
+            out[dep] = ttft_counts(before, mine, model)
+    return out
+
+
 def add_ttft_counts(a: dict, b: dict) -> dict:
     """Two :func:`ttft_counts` pooled (one sweep step's holds)."""
     buckets = dict(a["buckets"])
