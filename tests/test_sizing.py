@@ -744,3 +744,24 @@ def test_qwen3_vl_profile_holds_its_dummy_video_in_vllm_011_and_012_only():
     kw = dict(gpu_memory_bytes=H100, max_model_len=65536, gpu_memory_utilization=0.9, vllm_version="0.11.0")
     assert plan(a, **kw).kv_cache_gib == pytest.approx(plan(bare, **kw).kv_cache_gib - hold("0.11.0") / GIB, abs=0.01)
     assert plan(a, video_profiled=False, **kw).kv_cache_gib == plan(bare, **kw).kv_cache_gib
+
+
+def test_gpt_oss_mxfp4_layout_follows_the_vllm_version_on_hopper():
+    """vLLM's MXFP4 MoE backend on Hopper (sizing.versions.mxfp4_triton_layout):
+    Marlin's padded tiles before 0.12; from 0.12 the vendored triton_kernels
+    layout, which keeps the checkpoint's scales beside their swizzled copy until
+    0.25 and pre-pads to 64 bytes in 0.17-0.21. An A100 (no TRITON backend)
+    keeps the padded layout whatever the version."""
+    from llmctl.sizing import plan as size_plan
+
+    a = arch("openai/gpt-oss-20b")
+
+    def weights(gpu: str, version: str) -> float:
+        p = size_plan(a, gpu_memory_bytes=int(79 * 1024**3), tp=1, max_model_len=8192, gpu_name=gpu, vllm_version=version)
+        return p.weights_gib_per_gpu
+
+    marlin, kept, prepad_kept, freed = (weights("H100", v) for v in ("0.11.0", "0.14.1", "0.19.0", "0.29.0"))
+    assert marlin > prepad_kept > kept > freed
+    assert weights("H100", "0.22.0") == kept and weights("H100", "0.33.0") == freed
+    assert len({weights("A100-80G", v) for v in ("0.11.0", "0.14.1", "0.19.0", "0.29.0")}) == 1
+    assert weights("A100-80G", "0.29.0") == marlin

@@ -17,6 +17,7 @@ from llmctl.sizing.versions import (
     VllmVersion,
     default_gpu_memory_utilization,
     hybrid_allocator,
+    mxfp4_triton_layout,
     parse_vllm_version,
     version_problem,
 )
@@ -209,8 +210,10 @@ def plan(
         internode=ep_internode, max_model_len=max_model_len, video_profiled=video_profiled,
     )
     mnbt = oh.max_num_batched_tokens
+    cc = gpu_traits(gpu_name, gpu_memory_bytes).compute_capability if gpu_name else (0, 0)
     wb = weight_bytes(arch, tp=tp, pp=pp, dtype=dtype, weights_total_bytes=weights_total_bytes, expert_parallel=ep,
-                      quantization=quantization, max_num_batched_tokens=mnbt, mtp=bool(spec), ep_size=ep_size)
+                      quantization=quantization, max_num_batched_tokens=mnbt, mtp=bool(spec), ep_size=ep_size,
+                      mxfp4_triton=mxfp4_triton_layout(version, cc))
     approx.extend(oh.approximate)
     budget = gpu_memory_bytes * gpu_memory_utilization
     stage_kv = [budget - w - o.total for w, o in zip(wb.per_stage, oh.stages)]

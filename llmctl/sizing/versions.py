@@ -189,3 +189,25 @@ def hybrid_allocator(v: VllmVersion) -> bool:
     (kv_cache_utils._get_kv_cache_config_uniform_page_size); 0.8.5-0.9.0
     allocate sliding layers as full attention (unify_hybrid_kv_cache_specs)."""
     return v.release >= (0, 9, 2)
+
+
+def mxfp4_triton_layout(v: VllmVersion, compute_capability: tuple[int, int]) -> Optional[tuple[bool, bool]]:
+    """How gpt-oss's MXFP4 experts sit in memory on Hopper (compute capability
+    9.x): from 0.12 vLLM vendors triton_kernels (vllm/third_party/triton_kernels)
+    and picks its TRITON MoE backend there (quantization/mxfp4.py
+    get_mxfp4_backend up to 0.18; fused_moe/oracle/mxfp4.py's gpt-oss priority
+    list from 0.19), which swizzles the weights instead of padding them to
+    Marlin's tiles (the 0.19.0 H100 log: "Using 'TRITON' Mxfp4 MoE backend").
+    Returns (prepad64, scales_kept), or None (other GPUs, vLLM before 0.12:
+    the padded Marlin / FlashInfer layouts):
+
+    - prepad64: tensor_details/layout_details/hopper_value.py pre-pads both
+      byte dimensions to 64 (0.17.0 ... 0.21.0; not in 0.12-0.16 nor 0.22+);
+    - scales_kept: the checkpoint's e8m0 scales stay registered beside their
+      swizzled copy until 0.25.0 adds ``del layer.w13_weight_scale``.
+
+    Read in the 0.12.0 ... 0.33.0 wheels (0.12.0, 0.13.0, 0.14.0/.1, 0.15.0/.1,
+    0.16.0, 0.17.0/.1, 0.18.0, 0.19.0/.1, 0.20.0/.2, 0.21.0-0.33.0)."""
+    if compute_capability[0] != 9 or not v.at_least(12):
+        return None
+    return v.at_least(17) and not v.at_least(22), not v.at_least(25)

@@ -41,8 +41,31 @@ def expert_width_per_rank(arch: ModelArch, tp: int, expert_parallel: bool = Fals
     return inter if expert_parallel else -(-inter // tp)
 
 
+def triton_mxfp4_expert_bytes(h: int, i: int, prepad64: bool, scales_kept: bool) -> int:
+    """One MXFP4 expert (hidden ``h``, intermediate ``i`` on this rank) as
+    vLLM's TRITON MoE backend holds it on Hopper (:func:`llmctl.sizing.versions.mxfp4_triton_layout`):
+    Mxfp4MoEMethod.create_weights rounds the intermediate to 64; _swizzle_mxfp4
+    hands triton_kernels each uint8 value tensor transposed (the packed axis
+    first), whose HopperMXValueLayout pre-pads both byte dimensions to 64 (when
+    ``prepad64``) and, after its transpose, pads them to 16 and 32; the e8m0
+    scales (one byte per 32 values) are swizzled by HopperMXScaleLayout, rows
+    padded to 2 x num_warps(8) x 2 x 8 = 256, columns to 2 (the originals kept
+    beside them when ``scales_kept``); the biases become float32."""
+    ip = _round_up(i, 64)
+    p = 64 if prepad64 else 1
+
+    def values(packed: int, other: int) -> int:
+        return _round_up(_round_up(other, p), 16) * _round_up(_round_up(packed, p), 32)
+
+    w = values(h // 2, 2 * ip) + values(ip // 2, h)  # w13 [2i, h/2], w2 [h, i/2]
+    swizzled = _round_up(2 * ip, 256) * _round_up(h // 32, 2) + _round_up(h, 256) * _round_up(ip // 32, 2)
+    original = 2 * ip * (h // 32) + h * (ip // 32)
+    return w + swizzled + (original if scales_kept else 0) + (2 * ip + h) * 4
+
+
 def _layer_bytes(layer: _Layer, arch: ModelArch, fmt: WeightFormat, tp: int,
-                 expert_parallel: bool = False, ep_size: int = 0) -> tuple[float, float]:
+                 expert_parallel: bool = False, ep_size: int = 0,
+                 mxfp4_triton: Optional[tuple[bool, bool]] = None) -> tuple[float, float]:
     """(bytes per GPU, of which replicated) for one layer at TP.  With expert
     parallelism the routed experts are dealt out whole over the TP ranks
     (fused_moe/layer.py determine_expert_map: E // ep each, the first E % ep
@@ -67,7 +90,10 @@ def _layer_bytes(layer: _Layer, arch: ModelArch, fmt: WeightFormat, tp: int,
     else:
         share = 1 / tp
     experts = layer.experts * exp * share
-    if fmt.scheme == "mxfp4" and layer.experts and arch.moe is not None:
+    if fmt.scheme == "mxfp4" and layer.experts and arch.moe is not None and mxfp4_triton is not None:
+        local = -(-arch.moe.num_experts // ranks) if ep else arch.moe.num_experts
+        experts = local * triton_mxfp4_expert_bytes(arch.hidden_size, expert_width_per_rank(arch, tp, ep), *mxfp4_triton)
+    elif fmt.scheme == "mxfp4" and layer.experts and arch.moe is not None:
         h = arch.hidden_size
         i_rank = expert_width_per_rank(arch, tp, ep)
         hp = _round_up(h, MXFP4_HIDDEN_ALIGN)
@@ -90,6 +116,7 @@ def weight_bytes(
     max_num_batched_tokens: Optional[int] = None,
     mtp: bool = False,
     ep_size: int = 0,
+    mxfp4_triton: Optional[tuple[bool, bool]] = None,
 ) -> WeightBytes:
     """Weight bytes of the model and per GPU at TP × PP.
 
@@ -137,7 +164,7 @@ def weight_bytes(
         b = 0.0
         rep = 0.0
         for layer in layers[start:start + n]:
-            lb, lr = _layer_bytes(layer, arch, fmt, tp, expert_parallel, ep_size)
+            lb, lr = _layer_bytes(layer, arch, fmt, tp, expert_parallel, ep_size, mxfp4_triton)
             b += lb
             rep += lr
         start += n
@@ -151,14 +178,14 @@ def weight_bytes(
             rep += arch.hidden_size * plain
             if mtp and arch.num_nextn_predict_layers:
                 h = arch.hidden_size
-                last, last_rep = _layer_bytes(layers[-1], arch, fmt, tp, expert_parallel, ep_size)
+                last, last_rep = _layer_bytes(layers[-1], arch, fmt, tp, expert_parallel, ep_size, mxfp4_triton)
                 b += arch.num_nextn_predict_layers * (last + 2 * h * h / tp * _scheme_bytes(fmt, "linear") + 3 * h * plain)
                 rep += arch.num_nextn_predict_layers * last_rep
         per_stage.append(b)
         rep_stage.append(rep)
     total_model = 0.0
     for layer in layers:
-        lb, _ = _layer_bytes(layer, arch, fmt, 1)
+        lb, _ = _layer_bytes(layer, arch, fmt, 1, mxfp4_triton=mxfp4_triton)
         total_model += lb
     total_model += (pc.embedding + arch.hidden_size) * plain + pc.lm_head * head + (g_vocab + g_split + g_rep) * plain
     from_index = weights_total_bytes is not None
