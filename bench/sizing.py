@@ -398,7 +398,8 @@ def markdown(rows: list[Row], cases: Optional[list[dict[str, Any]]] = None) -> s
         title = {None: "Every part together", "fit": "Fit part (the four measured constants)",
                  "held-out": "Held-out part (collected before issue 36)",
                  "issue-36": "Issue 36's 2026 file (read while rules changed: see below)",
-                 "held-out-36": "Held-out part collected for issue 36 (set aside before any change)"}[split]
+                 "held-out-36": "Held-out part collected for issue 36 (set aside before any change)",
+                 "held-out-36c": "Held-out part collected in issue 36 round 5 (written before any prediction)"}[split]
         table = [t for t in category_table(rows, split) if t["cases"] or t["excluded"]]
         if not table:
             continue
