@@ -137,7 +137,7 @@ def evaluate(case: dict[str, Any]) -> list[Row]:
 
 def _cap(case: dict[str, Any], p: Plan, kv_bytes: float, pp: int):
     return kv_capacity(case_arch(case), kv_bytes, max_model_len=p.max_model_len, tp=p.tp, pp=pp,
-                       kv_cache_dtype=case.get("kv_cache_dtype") or "auto", dtype=case.get("dtype") or "auto",
+                       kv_cache_dtype=p.kv_cache_dtype, dtype=case.get("dtype") or "auto",
                        max_num_batched_tokens=p.max_num_batched_tokens, vllm_version=p.vllm_version,
                        executor=p.executor, prefix_caching=setup(case).prefix_caching,
                        speculative_tokens=_speculative_tokens(case) if case_arch(case).num_nextn_predict_layers else 0,

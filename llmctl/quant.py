@@ -125,6 +125,7 @@ class Quant(BaseModel):
     experts_only: bool = False  # only routed experts quantized (gpt-oss MXFP4, experts_int8)
     expert_scheme: Optional[str] = None  # routed experts stored otherwise than the linears (DeepSeek V4 expert_dtype)
     scale_bytes: int = 4  # bytes of one fp8 block scale (float32; e8m0 1)
+    kv_cache_dtype: Optional[str] = None  # the KV cache the checkpoint declares (ModelOpt fp8), what vLLM's "auto" becomes
     approximate: Optional[str] = None
 
     def expert_bytes_per_weight(self) -> float:
@@ -156,6 +157,21 @@ def _ignored(names: Any, *fragments: str) -> bool:
         return False
     text = " ".join(str(n) for n in names).lower()
     return any(f in text for f in fragments)
+
+
+def _modelopt_kv_cache(qc: dict) -> Optional[str]:
+    """The KV-cache dtype a ModelOpt checkpoint declares, as vLLM reads it
+    (vllm/utils/torch_utils.py get_kv_cache_quant_algo_string, 0.14-0.33):
+    ``kv_cache_scheme`` or ``kv_cache_quant_algo``, top level or under
+    ``quantization``; "FP8", or ``{dynamic: false, num_bits: 8, type: float}``,
+    is fp8_e4m3. Anything else: None (vLLM keeps "auto" or warns)."""
+    inner = qc.get("quantization") if isinstance(qc.get("quantization"), dict) else qc
+    algo = (inner.get("kv_cache_scheme") or qc.get("kv_cache_scheme") or inner.get("kv_cache_quant_algo")
+            or qc.get("kv_cache_quant_algo"))
+    if isinstance(algo, dict):
+        fp8 = algo.get("dynamic") is False and algo.get("num_bits") == 8 and algo.get("type") == "float"
+        return "fp8_e4m3" if fp8 else None
+    return "fp8_e4m3" if isinstance(algo, str) and algo.lower() == "fp8" else None
 
 
 def quant_from_config(qc: dict) -> Quant:
@@ -194,10 +210,11 @@ def quant_from_config(qc: dict) -> Quant:
     if method == "modelopt" or method == "modelopt_fp4":
         algo = str(qc.get("quant_algo") or (qc.get("quantization") or {}).get("quant_algo") or "FP8").upper()
         lm = not _ignored(ignore, "lm_head")
+        kv = _modelopt_kv_cache(qc)
         if "FP4" in algo:
             return Quant(method=method, scheme="nvfp4", bits=4, group_size=int(qc.get("group_size") or 16),
-                         lm_head=lm, attention=attention)
-        return Quant(method=method, scheme="fp8", lm_head=lm, attention=attention)
+                         lm_head=lm, attention=attention, kv_cache_dtype=kv)
+        return Quant(method=method, scheme="fp8", lm_head=lm, attention=attention, kv_cache_dtype=kv)
     if method == "compressed-tensors":
         return _compressed_tensors(qc, attention)
     if method in ("int8", "w8a8"):

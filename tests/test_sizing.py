@@ -765,3 +765,48 @@ def test_gpt_oss_mxfp4_layout_follows_the_vllm_version_on_hopper():
     assert weights("H100", "0.22.0") == kept and weights("H100", "0.33.0") == freed
     assert len({weights("A100-80G", v) for v in ("0.11.0", "0.14.1", "0.19.0", "0.29.0")}) == 1
     assert weights("A100-80G", "0.29.0") == marlin
+
+
+def test_modelopt_checkpoint_kv_cache_runs_fp8_from_vllm_0_14():
+    """vLLM 0.14+ turns an 'auto' kv_cache_dtype into the KV cache a ModelOpt
+    checkpoint declares (kv_cache_quant_algo FP8, or the kv_cache_scheme
+    mapping): half the bytes per token of a 16-bit cache; 0.13 did not."""
+    from llmctl.sizing import plan as size_plan
+
+    base = arch("meta-llama/Llama-3.1-8B-Instruct").model_dump()
+    base.pop("quant", None)
+    for qc in ({"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "FP8"},
+               {"quant_method": "modelopt", "quantization": {"quant_algo": "NVFP4",
+                                                            "kv_cache_scheme": {"dynamic": False, "num_bits": 8, "type": "float"}}}):
+        from llmctl.quant import quant_from_config
+
+        a = arch("meta-llama/Llama-3.1-8B-Instruct").model_copy(update={"quantization": qc["quant_method"],
+                                                                         "quant": quant_from_config(qc)})
+        new, old = (size_plan(a, gpu_memory_bytes=int(79 * 1024**3), tp=1, max_model_len=8192, gpu_name="H100",
+                              vllm_version=v) for v in ("0.29.0", "0.13.0"))
+        assert new.kv_cache_dtype == "fp8_e4m3" and old.kv_cache_dtype == "auto"
+        assert new.kv_bytes_per_token * 2 == old.kv_bytes_per_token
+        assert any("quantization_config declares" in w for w in new.warnings)
+        # an explicit kv_cache_dtype wins
+        assert size_plan(a, gpu_memory_bytes=int(79 * 1024**3), tp=1, max_model_len=8192, gpu_name="H100",
+                         vllm_version="0.29.0", kv_cache_dtype="bfloat16").kv_cache_dtype == "bfloat16"
+
+
+def test_sparse_mla_fp8_page_follows_the_attention_backend():
+    """DeepSeek V3.2 with an fp8 cache: FlashMLA sparse's fp8_ds_mla page
+    (656 B a token and layer) on Hopper, FlashInfer's standard fp8 page (576 B)
+    on Blackwell from vLLM 0.19 (0.17-0.18: only with at most 16 heads a rank)."""
+    from llmctl.sizing import plan as size_plan
+
+    a = arch("deepseek-ai/DeepSeek-V3.2")
+
+    def per_token(gpu: str, version: str, tp: int = 8) -> int:
+        p = size_plan(a, gpu_memory_bytes=int(178 * 1024**3), tp=tp, max_model_len=8192, gpu_name=gpu,
+                      vllm_version=version, kv_cache_dtype="fp8")
+        return p.kv_bytes_per_token
+
+    hopper, blackwell = per_token("H100", "0.29.0"), per_token("B200", "0.29.0")
+    assert hopper - blackwell == (656 - 576) * a.num_hidden_layers
+    assert per_token("B200", "0.16.0") == hopper
+    assert per_token("B200", "0.18.0", tp=8) == blackwell  # 128 heads / 8 = 16 a rank
+    assert per_token("B200", "0.18.0", tp=4) == hopper

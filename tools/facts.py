@@ -179,7 +179,7 @@ def _flatten(row: dict, key: str, cfg: dict, skip: tuple = ()) -> None:
 
 def config_from_facts(row: dict) -> tuple[dict, list[str]]:
     """(config.json-shaped dict, a source line per filled default) of a facts
-    row: the facts' nested groups (moe, mla, linear_attention, extra, vision)
+    row: the facts' nested groups (moe, mla, linear_attention, sparse_attention, extra, vision)
     become the config.json keys they were read from, a described layer
     pattern becomes ``layer_types``, hf_quant_config becomes the
     quantization_config vLLM derives from it."""
@@ -205,6 +205,7 @@ def config_from_facts(row: dict) -> tuple[dict, list[str]]:
     _flatten(row, "moe", cfg)
     _flatten(row, "mla", cfg)
     _flatten(row, "linear_attention", cfg)
+    _flatten(row, "sparse_attention", cfg)  # DeepSeek V3.2's index_* keys: its indexer and its cache
     _flatten(row, "extra", cfg)
     if (row.get("moe") or {}).get("n_shared_experts") is None and "n_shared_experts" in cfg:
         del cfg["n_shared_experts"]

@@ -65,6 +65,7 @@ _KV_DTYPES = {
     "fp8_e4m3": 1,
     "fp8_e5m2": 1,
     "fp8_inc": 1,
+    "fp8_ds_mla": 1,  # DeepSeek's sparse-MLA page layout (FlashMLA sparse): MLA models with an indexer only
     "int8": 1,
     # packed formats (uint8 storage): the bytes of one head's K or V per token are _PACKED_KV's
     "nvfp4": 1,
@@ -175,6 +176,9 @@ def kv_dtype_bytes(arch: ModelArch, kv_cache_dtype: str = "auto", dtype: str = "
         raise SizingError(
             "kv_cache_dtype", f"unknown KV cache dtype '{kv_cache_dtype}'; choose one of: {', '.join(KV_CACHE_DTYPE_CHOICES)}"
         )
+    if key == "fp8_ds_mla" and (arch.mla is None or arch.indexer is None):
+        raise SizingError("kv_cache_dtype", f"{param('kv_cache_dtype', kv_cache_dtype)}: DeepSeek's sparse-MLA layout "
+                                            "(FlashMLA sparse); for a model with MLA and an indexer only — use fp8")
     if key in _PACKED_KV and (arch.mla is not None or arch.compressed is not None):
         raise SizingError("kv_cache_dtype", f"{param('kv_cache_dtype', kv_cache_dtype)}: packs standard attention heads; "
                                             "an MLA model's KV cache is not sized in it (vLLM's MLA layouts are "

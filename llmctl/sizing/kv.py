@@ -67,15 +67,18 @@ def kv_bytes_per_token_layer(arch: ModelArch, tp: int = 1, kv_cache_dtype: str =
     layers of Gemma 4 have their own KV heads and head_dim.
     MLA: one compressed latent of kv_lora_rank + qk_rope_head_dim, no factor
     2, the same on every TP rank (MLAAttentionSpec, head count 1); with
-    DeepSeek V3.2's indexer, fp8 KV is vLLM's fp8_ds_mla layout, and the
-    indexer's keys join the latent (one group, MLA + indexer pages).
+    DeepSeek V3.2's indexer the indexer's keys join the latent (one group,
+    MLA + indexer pages), and an fp8 cache is either vLLM's standard layout
+    (``fp8``: FlashInfer's sparse MLA) or DeepSeek's (``fp8_ds_mla``: FlashMLA
+    sparse) — :func:`llmctl.sizing.versions.sparse_mla_kv_cache_dtype` says
+    which the engine picks.
     """
     _check_positive("tp", tp)
     b = kv_dtype_bytes(arch, kv_cache_dtype, dtype)
     if arch.mla is not None:
         latent = (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * b
         if arch.indexer is not None:
-            if b == 1:
+            if (kv_cache_dtype or "").strip().lower() == "fp8_ds_mla":
                 latent = FP8_DS_MLA_BYTES
             idx = arch.indexer.head_dim + arch.indexer.head_dim // 128 * 4
             latent += idx * arch.indexer.layers / arch.num_hidden_layers

@@ -15,10 +15,12 @@ from llmctl.sizing.weights import weight_bytes
 from llmctl.sizing.profile import overheads
 from llmctl.sizing.versions import (
     VllmVersion,
+    checkpoint_kv_cache_dtype,
     default_gpu_memory_utilization,
     hybrid_allocator,
     mxfp4_triton_layout,
     parse_vllm_version,
+    sparse_mla_kv_cache_dtype,
     version_problem,
 )
 from llmctl.hardware import find_device as gpu_traits
@@ -106,6 +108,7 @@ class Plan:
     may_not_start: bool = False  # tight only through the band of an approximate estimate: the central figure does not start
     dp: int = 1  # data-parallel attention ranks: every figure above is one rank's (TP x PP GPUs, its own KV cache)
     ep_size: int = 1  # ranks the routed experts are dealt over (DP x TP with expert parallelism, else 1)
+    kv_cache_dtype: str = "auto"  # the KV cache dtype the engine runs with ("auto" made what the checkpoint declares)
 
     @property
     def fits(self) -> bool:
@@ -200,6 +203,15 @@ def plan(
         problem = f"TP {tp} is not a multiple of decode_context_parallel_size {dcp} (vLLM: tp_size must be divisible by dcp_size)"
     fmt = weight_format(arch, dtype, quantization)
     warnings, approx = _notes(arch, fmt, tp, problem, max_model_len, gpu_name, gpu_memory_bytes, version)
+    declared = arch.quant_info.kv_cache_dtype if arch.quant_info is not None else None
+    resolved = checkpoint_kv_cache_dtype(version, kv_cache_dtype, declared)
+    if resolved != kv_cache_dtype:
+        warnings.append(f"KV cache {resolved}: the checkpoint's quantization_config declares it, and vLLM "
+                        f"{version.label} runs an 'auto' kv_cache_dtype so")
+        kv_cache_dtype = resolved
+    cc = gpu_traits(gpu_name, gpu_memory_bytes).compute_capability if gpu_name else (0, 0)
+    if arch.mla is not None and arch.indexer is not None:
+        kv_cache_dtype = sparse_mla_kv_cache_dtype(version, kv_cache_dtype, cc, max(1, arch.num_attention_heads // tp))
     layout = arch if hybrid_allocator(version) or not arch.sliding_window_layers else arch.model_copy(
         update={"sliding_window_layers": 0, "kv_shared_sliding_layers": 0})  # vLLM < 0.9.2 allocates sliding layers as full attention
 
@@ -210,7 +222,6 @@ def plan(
         internode=ep_internode, max_model_len=max_model_len, video_profiled=video_profiled,
     )
     mnbt = oh.max_num_batched_tokens
-    cc = gpu_traits(gpu_name, gpu_memory_bytes).compute_capability if gpu_name else (0, 0)
     wb = weight_bytes(arch, tp=tp, pp=pp, dtype=dtype, weights_total_bytes=weights_total_bytes, expert_parallel=ep,
                       quantization=quantization, max_num_batched_tokens=mnbt, mtp=bool(spec), ep_size=ep_size,
                       mxfp4_triton=mxfp4_triton_layout(version, cc))
@@ -251,6 +262,7 @@ def plan(
         vllm_version=version.label, max_num_seqs=oh.max_num_seqs, margin=margin, approximate_reasons=reasons,
         approximate_kinds=kinds, executor=executor, kv_block_size=cap.block_size, kv_groups=cap.groups,
         may_not_start=verdict == "tight" and "may not start" in reason, dp=dp, ep_size=ep_size,
+        kv_cache_dtype=kv_cache_dtype or "auto",
     )
 
 

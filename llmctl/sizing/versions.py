@@ -211,3 +211,32 @@ def mxfp4_triton_layout(v: VllmVersion, compute_capability: tuple[int, int]) -> 
     if compute_capability[0] != 9 or not v.at_least(12):
         return None
     return v.at_least(17) and not v.at_least(22), not v.at_least(25)
+
+
+def checkpoint_kv_cache_dtype(v: VllmVersion, kv_cache_dtype: Optional[str], declared: Optional[str]) -> Optional[str]:
+    """The KV cache dtype vLLM runs with: from 0.14 an "auto" kv_cache_dtype
+    becomes what a ModelOpt checkpoint declares (engine/arg_utils.py
+    create_engine_config: resolve_kv_cache_dtype_string, read in 0.14.0 ...
+    0.29.0; not in 0.13.0); otherwise as given."""
+    if (kv_cache_dtype or "auto").strip().lower() == "auto" and declared and v.at_least(14):
+        return declared
+    return kv_cache_dtype
+
+
+def sparse_mla_kv_cache_dtype(v: VllmVersion, kv_cache_dtype: str, compute_capability: tuple[int, int],
+                              heads_per_rank: int) -> str:
+    """The page layout of an fp8 KV cache on a sparse-MLA model (DeepSeek V3.2,
+    GLM-5): the attention backend decides (model_executor/layers/attention/
+    mla_attention.py: FLASHMLA_SPARSE converts fp8 to DeepSeek's fp8_ds_mla,
+    656 B a token and layer; FLASHINFER_MLA_SPARSE keeps the standard 576 B
+    layout). platforms/cuda.py _get_backend_priorities puts FlashInfer's
+    first on compute capability 10.x for an fp8 cache from 0.19 (read in
+    0.19.0, 0.26.0, 0.29.0), and in 0.17-0.18 when a rank has at most 16
+    heads; elsewhere (Hopper; 0.26+'s SM120 backend converts too) and
+    before 0.17, fp8_ds_mla. A cache that is not fp8 is returned as given."""
+    key = (kv_cache_dtype or "auto").strip().lower()
+    if key not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
+        return kv_cache_dtype
+    if compute_capability[0] == 10 and (v.at_least(19) or (v.at_least(17) and heads_per_rank <= 16)):
+        return kv_cache_dtype
+    return "fp8_ds_mla"
