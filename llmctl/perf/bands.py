@@ -20,6 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from llmctl.hardware import find_device
+
 ACCURACY_FILE = Path(__file__).with_name("accuracy.json")
 KEYS = ("gpu", "kind", "quant", "tp")
 METRICS = {"tok_s": ("measured", "predicted"), "ttft": ("ttft", "ttft_pred"), "tpot": ("tpot", "tpot_pred")}
@@ -86,12 +88,6 @@ def band(metric: str, kinds: dict[str, str]) -> Optional[Band]:
     return Band(min(f["low"] for f in found), max(f["high"] for f in found), min(f["points"] for f in found))
 
 
-def _interconnect(gpu: str) -> Optional[str]:
-    from llmctl.hardware import TABLE
-
-    return next((g.interconnect for g in TABLE if g.name == gpu), None)
-
-
 def extrapolation(kinds: dict[str, str], concurrency: Optional[float] = None) -> list[str]:
     """Why a figure extrapolates beyond the calibration data (empty: inside it)."""
     dom = accuracy().get("domain") or {}
@@ -102,7 +98,7 @@ def extrapolation(kinds: dict[str, str], concurrency: Optional[float] = None) ->
         out.append(f"{kinds['quant']} weights are not in the calibration data ({', '.join(dom['quant'])})")
     if dom.get("tp") and int(kinds["tp"]) not in dom["tp"]:
         out.append(f"TP {kinds['tp']} is not in the calibration data")
-    if int(kinds["tp"]) > 1 and _interconnect(kinds["gpu"]) == "pcie":
+    if int(kinds["tp"]) > 1 and find_device(kinds["gpu"]).interconnect == "pcie":
         # vLLM's own all-reduce runs over PCIe only for 2 GPUs with P2P access, else NCCL (custom_all_reduce.py)
         out.append("TP over PCIe: the calibration data's GPUs are all NVLink-connected (all-reduce cost extrapolated)")
     if concurrency is not None and dom.get("concurrency") and math.isfinite(concurrency):
