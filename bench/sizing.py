@@ -400,7 +400,8 @@ def markdown(rows: list[Row], cases: Optional[list[dict[str, Any]]] = None) -> s
                  "issue-36": "Issue 36's 2026 file (read while rules changed: see below)",
                  "held-out-36": "Held-out part collected for issue 36 (set aside before any change)",
                  "held-out-36c": "Held-out part collected in issue 36 round 5 (written before any prediction)",
-                 "held-out-36d": "Held-out part collected in issue 36 round 5b (written before any prediction)"}[split]
+                 "held-out-36d": "Held-out part collected in issue 36 round 5b (written before any prediction)",
+                 "held-out-36e": "Held-out part collected in issue 36 round 5c (written before any prediction)"}[split]
         table = [t for t in category_table(rows, split) if t["cases"] or t["excluded"]]
         if not table:
             continue
