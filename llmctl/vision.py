@@ -72,6 +72,27 @@ def _siglip(v: dict, text_hidden: int, model_type: str) -> VisionTower:
                        hidden_size=d, depth=n, intermediate_size=f, tokens_per_item=256)
 
 
+def _clip_llava(v: dict, text_hidden: int, feature_layer: Any, newline: bool) -> VisionTower:
+    """LLaVA / LLaVA-NeXT's CLIP tower as vLLM builds it (llava.py
+    init_vision_tower_for_llava, clip.py CLIPVisionModel): a bias-free patch
+    convolution, the class embedding, (image / patch)² + 1 positions and the
+    pre-LayerNorm; only the layers up to ``vision_feature_layer`` (−2: all but
+    the last), without the post-LayerNorm then; per layer q/k/v/out with
+    biases, two LayerNorms, fc1/fc2 with biases. Then the two-layer projector
+    (vision hidden → text hidden → text hidden, biases) and LLaVA-NeXT's
+    image_newline row. The layers and the projector are TP-split."""
+    d, f, n = int(v["hidden_size"]), int(v["intermediate_size"]), int(v["num_hidden_layers"])
+    p, size = int(v.get("patch_size", 14)), int(v.get("image_size", 336))
+    layer = int(feature_layer) if isinstance(feature_layer, int) else -2
+    kept = n + layer + 1 if layer < 0 else layer  # vllm get_layer_index
+    embed = 3 * p * p * d + d + ((size // p) ** 2 + 1) * d + 2 * d
+    layers = kept * (4 * (d * d + d) + 4 * d + (d * f + f) + (f * d + d)) + (2 * d if kept == n else 0)
+    projector = d * text_hidden + text_hidden + text_hidden * text_hidden + text_hidden + (text_hidden if newline else 0)
+    return VisionTower(model_type="clip_vision_model", parameters=embed + layers + projector,
+                       replicated=embed + kept * 4 * d + (text_hidden if newline else 0), hidden_size=d, depth=kept,
+                       intermediate_size=f)
+
+
 def _gemma4(v: dict, text_hidden: int) -> VisionTower:
     """transformers Gemma4VisionModel (modeling_gemma4.py): a linear patch
     embedder 3·p²·D, a 2 × position_embedding_size × D position table, per layer
@@ -137,6 +158,8 @@ def _vision(cfg: dict, *, model_type: str, text_hidden: Any) -> Optional[VisionT
             return _gemma4(v, th)
         if model_type == "gemma3" and vt in ("siglip_vision_model", "") and "hidden_size" in v:
             return _siglip(v, th, "siglip")
+        if model_type in ("llava", "llava_next") and vt == "clip_vision_model":
+            return _clip_llava(v, th, cfg.get("vision_feature_layer", -2), newline=model_type == "llava_next")
     except (KeyError, TypeError, ValueError):
         pass
     return VisionTower(model_type=vt or model_type)

@@ -810,3 +810,24 @@ def test_sparse_mla_fp8_page_follows_the_attention_backend():
     assert per_token("B200", "0.16.0") == hopper
     assert per_token("B200", "0.18.0", tp=8) == blackwell  # 128 heads / 8 = 16 a rank
     assert per_token("B200", "0.18.0", tp=4) == hopper
+
+
+def test_llava_clip_tower_is_built_up_to_its_feature_layer():
+    """vLLM builds LLaVA's CLIP only up to vision_feature_layer (llava.py
+    _get_num_hidden_layers), without the post-LayerNorm unless every layer is
+    kept; LLaVA-NeXT adds one image_newline row of the text width."""
+    from llmctl.vision import vision_from_config
+
+    clip = {"model_type": "clip_vision_model", "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
+            "patch_size": 14, "image_size": 336}
+
+    def tower(model_type: str, layer: int):
+        return vision_from_config({"model_type": model_type, "vision_feature_layer": layer, "vision_config": clip},
+                                  model_type=model_type, text_hidden=4096)
+
+    last, second = tower("llava", -1), tower("llava", -2)
+    per_layer = 4 * (1024 * 1024 + 1024) + 4 * 1024 + 2 * (1024 * 4096) + 4096 + 1024
+    assert (last.depth, second.depth) == (24, 23)
+    assert last.parameters - second.parameters == per_layer + 2 * 1024  # one layer and the post-LayerNorm
+    assert tower("llava_next", -2).parameters - second.parameters == 4096  # image_newline
+    assert 0 < second.replicated < second.parameters
