@@ -301,6 +301,7 @@ def case_plan(case: dict[str, Any], s: Optional[Setup] = None) -> Plan:
         language_model_only=_flag(case, "language_model_only"),
         num_speculative_tokens=_speculative_tokens(case),
         decode_context_parallel_size=case.get("decode_context_parallel_size") or 1,
+        weights_total_bytes=int(ev_total * GIB) if (ev_total := (case.get("evaluation") or {}).get("weights_total_gib")) else None,
     )
 
 
