@@ -401,7 +401,8 @@ def markdown(rows: list[Row], cases: Optional[list[dict[str, Any]]] = None) -> s
                  "held-out-36": "Held-out part collected for issue 36 (set aside before any change)",
                  "held-out-36c": "Held-out part collected in issue 36 round 5 (written before any prediction)",
                  "held-out-36d": "Held-out part collected in issue 36 round 5b (written before any prediction)",
-                 "held-out-36e": "Held-out part collected in issue 36 round 5c (written before any prediction)"}[split]
+                 "held-out-36e": "Held-out part collected in issue 36 round 5c (written before any prediction)",
+                 "held-out-36f": "Held-out part collected in issue 36 round 5d (written before any prediction)"}[split]
         table = [t for t in category_table(rows, split) if t["cases"] or t["excluded"]]
         if not table:
             continue

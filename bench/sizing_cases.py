@@ -28,7 +28,7 @@ from llmctl.sizing import GIB, Plan, SizingError, parse_vllm_version, plan, weig
 DATA_DIR = ROOT / "tests" / "data"
 DATA_FILES = [DATA_DIR / f"vllm_startup_figures{s}.yaml" for s in ("", "_moe", "_dense", "_2026")] + [
     DATA_DIR / f for f in ("vllm_startups_2026.yaml", "vllm_startups_2026b.yaml", "vllm_startups_2026c.yaml",
-                             "vllm_startups_2026d.yaml", "vllm_startups_2026e.yaml")
+                             "vllm_startups_2026d.yaml", "vllm_startups_2026e.yaml", "vllm_startups_2026f.yaml")
     if (DATA_DIR / f).is_file()]
 EVALUATION = DATA_DIR / "vllm_startup_evaluation.yaml"
 
@@ -42,8 +42,8 @@ CATEGORIES = ("single GPU", "TP >= 2", "PP >= 2", "multi-node", "MoE", "MLA / sp
 # collected in issue 36 round 5, written before any prediction was looked at.
 SPLIT_OF_FILE = {"vllm_startups_2026.yaml": "issue-36", "vllm_startups_2026b.yaml": "held-out-36",
                  "vllm_startups_2026c.yaml": "held-out-36c", "vllm_startups_2026d.yaml": "held-out-36d",
-                 "vllm_startups_2026e.yaml": "held-out-36e"}
-SPLITS = ("fit", "held-out", "issue-36", "held-out-36", "held-out-36c", "held-out-36d", "held-out-36e")
+                 "vllm_startups_2026e.yaml": "held-out-36e", "vllm_startups_2026f.yaml": "held-out-36f"}
+SPLITS = ("fit", "held-out", "issue-36", "held-out-36", "held-out-36c", "held-out-36d", "held-out-36e", "held-out-36f")
 _MULTI_NODE = re.compile(r"multi-?node|\dnode|two nodes|2 nodes|nodes? x", re.IGNORECASE)
 _FIT_SOURCE = re.compile(r"llm-d-planner/.*/accuracy/results/v0\.19\.0/")
 
