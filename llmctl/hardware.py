@@ -133,7 +133,7 @@ TABLE: tuple[GPUType, ...] = (
     GPUType("A10G", "A10G", 22.49, "24 GB", 8, "UNVERIFIED: nvidia-smi 23028MiB as typed; no public vLLM log of an A10G total found yet",
             (8, 6), 80, "pcie", aliases=("a10",), gfd_label="NVIDIA-A10G",
             hbm_gb_s=600, bf16_tflops=70, fp8_tflops=0, link_gb_s=32, perf_source="AWS G5 / NVIDIA A10G: 600 GB/s; ~70 dense BF16 TFLOPS (UNVERIFIED: AWS publishes no tensor figure, NVIDIA's A10 has 125); PCIe 4.0 x16: 32 GB/s per direction"),
-    GPUType("L40S", "L40S", 44.99, "48 GB", 8, "UNVERIFIED: nvidia-smi 46068MiB as typed; no public vLLM log of an L40S total found yet",
+    GPUType("L40S", "L40S", 44.42, "48 GB", 8, "vLLM 0.10.2 on 8 x L40S: 'Free memory on device (43.93/44.42 GiB) on startup' (a published vast.ai log, code-index file id 38962983769; the sizing case l40s8-q3-235b-2507-fp8-tp8ep-v0102); nvidia-smi shows 46068MiB, but vLLM uses torch's total",
             (8, 9), 142, "pcie", aliases=("l40s-48gb",), gfd_label="NVIDIA-L40S",
             hbm_gb_s=864, bf16_tflops=362, fp8_tflops=733, link_gb_s=32, perf_source='NVIDIA L40S datasheet: 864 GB/s, BF16 733 / FP8 1,466 TFLOPS with sparsity; PCIe 4.0 x16: 32 GB/s per direction'),
     GPUType("A100-40G", "A100-40G", 39.49, "40 GB", 8, "vLLM log 'Free memory on device (39.0/39.49 GiB) on startup' quoted in a public vLLM-issue digest (40 GB-class GPU; the device is not named there): partly verified",
