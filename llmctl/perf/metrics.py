@@ -189,9 +189,20 @@ def all_counted(before: dict[str, EngineSample], after: dict[str, EngineSample],
     them once — a prefill/decode app's two pools both count it, a DP group's
     ranks or a deployment's replicas share it; without them (or when none of
     them has an engine of the model), all engines together."""
-    mine = ({r: after[r] for r in ids if r in after} for ids in (groups or {}).values())
-    counts = [first_tokens(before, m, model) for m in mine if _of_model(m, model)]
+    counts = [first_tokens(before, m, model) for m in _deployments_of_model(after, model, groups).values()]
     return (min(counts) if counts else first_tokens(before, after, model)) >= requests
+
+
+def _deployments_of_model(after: dict[str, EngineSample], model: Optional[str],
+                          groups: Optional[dict[str, list[str]]]) -> dict[str, dict[str, EngineSample]]:
+    """The engines of each deployment of ``groups`` (deployment -> replica
+    ids) that has engines of ``model``."""
+    out = {}
+    for dep, ids in (groups or {}).items():
+        mine = {r: after[r] for r in ids if r in after}
+        if _of_model(mine, model):
+            out[dep] = mine
+    return out
 
 
 def ttft_counts(before: dict[str, EngineSample], after: dict[str, EngineSample], model: Optional[str] = None) -> dict:
@@ -217,12 +228,7 @@ def ttft_counts_by_deployment(before: dict[str, EngineSample], after: dict[str, 
     replica ids) that has engines of ``model``: a prefill/decode app's two
     pools each count every request, so their histograms are not one
     distribution to pool."""
-    out = {}
-    for dep, ids in groups.items():
-        mine = {r: after[r] for r in ids if r in after}
-        if _of_model(mine, model):
-            out[dep] = ttft_counts(before, mine, model)
-    return out
+    return {dep: ttft_counts(before, mine, model) for dep, mine in _deployments_of_model(after, model, groups).items()}
 
 
 def add_ttft_counts(a: dict, b: dict) -> dict:

@@ -90,15 +90,16 @@ def _layer_bytes(layer: _Layer, arch: ModelArch, fmt: WeightFormat, tp: int,
     else:
         share = 1 / tp
     experts = layer.experts * exp * share
-    if fmt.scheme == "mxfp4" and layer.experts and arch.moe is not None and mxfp4_triton is not None:
-        local = -(-arch.moe.num_experts // ranks) if ep else arch.moe.num_experts
-        experts = local * triton_mxfp4_expert_bytes(arch.hidden_size, expert_width_per_rank(arch, tp, ep), *mxfp4_triton)
-    elif fmt.scheme == "mxfp4" and layer.experts and arch.moe is not None:
+    if fmt.scheme == "mxfp4" and layer.experts and arch.moe is not None:
         h = arch.hidden_size
         i_rank = expert_width_per_rank(arch, tp, ep)
-        hp = _round_up(h, MXFP4_HIDDEN_ALIGN)
-        ip = _round_up(i_rank, MXFP4_INTER_ALIGN)
-        experts = experts * (hp * ip) / (h * i_rank)
+        if mxfp4_triton is not None:
+            local = -(-arch.moe.num_experts // ranks) if ep else arch.moe.num_experts
+            experts = local * triton_mxfp4_expert_bytes(h, i_rank, *mxfp4_triton)
+        else:
+            hp = _round_up(h, MXFP4_HIDDEN_ALIGN)
+            ip = _round_up(i_rank, MXFP4_INTER_ALIGN)
+            experts = experts * (hp * ip) / (h * i_rank)
     split = layer.attn_split * attn / tp + (layer.mlp_split + layer.shared + layer.linear_split + layer.extra_split) * lin / tp
     kv = layer.attn_kv * attn * kv_frac
     return split + experts + kv + replicated, replicated
