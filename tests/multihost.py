@@ -150,8 +150,9 @@ class TwoHosts:
         self._start("head", ["--head", "--node-ip-address", self.head_ip, "--port", str(self.GCS_PORT),
                              "--dashboard-host", self.head_ip, "--dashboard-port", str(self.DASHBOARD_PORT),
                              "--num-cpus", str(num_cpus), "--num-gpus", str(num_gpus), *extra], env,
-                    lambda: httpx.get(f"{self.dashboard_url}/api/version", timeout=2, headers=self.headers).status_code == 200,
-                    "head dashboard")
+                    lambda: httpx.get(f"{self.dashboard_url}/api/serve/applications/", timeout=5,
+                                      headers=self.headers).status_code == 200,
+                    "head dashboard's Serve API")  # ready as llmctl's own head counts it (cluster._dashboard_ready)
 
     def start_worker(self, resources: dict[str, float], num_cpus: int = 3, env: dict | None = None, num_gpus: int = 0) -> None:
         self._start("worker", ["--address", f"{self.head_ip}:{self.GCS_PORT}", "--node-ip-address", self.worker_ip,

@@ -53,7 +53,7 @@ def status(address: str | None = None, *, ray_token_env: str | None = None) -> S
     Reads Ray's REST API only. Raises ClusterUnreachable (exit 3) or
     RequestTimeout (exit 1)."""
     target = _address.resolve_target(address, ray_token_env)
-    with ServeClient(target.dashboard_url, timeout=5, token=target.ray_token) as client:
+    with ServeClient(target.dashboard_url, token=target.ray_token) as client:  # the default wait: a head just started or busy
         st = client.status()
         nodes = cluster_nodes(client, st)
     apps = summarize(st, client.url)
