@@ -137,10 +137,10 @@ TABLE: tuple[GPUType, ...] = (
             (8, 9), 142, "pcie", aliases=("l40s-48gb",), gfd_label="NVIDIA-L40S",
             hbm_gb_s=864, bf16_tflops=362, fp8_tflops=733, link_gb_s=32, perf_source='NVIDIA L40S datasheet: 864 GB/s, BF16 733 / FP8 1,466 TFLOPS with sparsity; PCIe 4.0 x16: 32 GB/s per direction'),
     GPUType("A100-40G", "A100-40G", 39.49, "40 GB", 8, "vLLM log 'Free memory on device (39.0/39.49 GiB) on startup' quoted in a public vLLM-issue digest (40 GB-class GPU; the device is not named there): partly verified",
-            (8, 0), 108, "nvswitch", aliases=("a100-40gb",), gke_label="nvidia-tesla-a100", gfd_label="NVIDIA-A100-SXM4-40GB", detected_as="A100",
+            (8, 0), 108, "nvswitch", aliases=("a100-40gb", "a100-sxm4-40gb", "a100-pcie-40gb"), gke_label="nvidia-tesla-a100", gfd_label="NVIDIA-A100-SXM4-40GB", detected_as="A100",
             hbm_gb_s=1555, bf16_tflops=312, fp8_tflops=0, link_gb_s=300, perf_source='NVIDIA A100 datasheet (SXM 40GB): 1,555 GB/s, BF16 312 TFLOPS dense, NVLink 600 GB/s (both directions)'),
     GPUType("A100-80G", "A100-80G", 79.15, "80 GB", 8, "vLLM message 'Free memory on device (78.68/79.15 GiB) on startup ... (0.9, 71.24 GiB)' quoted in a public test file (80 GB-class GPU, device not named): partly verified",
-            (8, 0), 108, "nvswitch", aliases=("a100", "a100-80gb"), gke_label="nvidia-a100-80gb", gfd_label="NVIDIA-A100-SXM4-80GB",
+            (8, 0), 108, "nvswitch", aliases=("a100", "a100-80gb", "a100-sxm4-80gb"), gke_label="nvidia-a100-80gb", gfd_label="NVIDIA-A100-SXM4-80GB",
             detected_as="A100",
             hbm_gb_s=2039, bf16_tflops=312, fp8_tflops=0, link_gb_s=300, perf_source='NVIDIA A100 datasheet (SXM 80GB): 2,039 GB/s, BF16 312 TFLOPS dense, NVLink 600 GB/s (both directions)'),
     GPUType("H100", "H100", 79.19, "80 GB", 8, "vLLM 0.19 on H100-80GB: 'Free memory on device (78.68/79.19 GiB) on startup' (llm-d-incubation/llm-d-planner accuracy/results/v0.19.0/logs); nvidia-smi shows 81559MiB, but vLLM uses torch's total",
@@ -169,6 +169,20 @@ TABLE: tuple[GPUType, ...] = (
     GPUType("A40", None, 0.0, "48 GB", 8, "published vLLM benchmarks only (tests/data/perf_published.yaml)", (8, 6), 84, "pcie",
             hbm_gb_s=696, bf16_tflops=149.7, fp8_tflops=0, link_gb_s=32,
             perf_source="NVIDIA A40 datasheet: 696 GB/s, BF16 299.4 TFLOPS with sparsity; PCIe 4.0 x16: 32 GB/s per direction", offered=False),
+    # PCIe / NVL boards of GPUs offered as SXM: the published 16-bit serving runs of bench/collected (issue 37);
+    # their own bandwidth and clocks, so a run on one is not predicted as on the SXM board. Not offered.
+    GPUType("A100-80G PCIe", None, 0.0, "80 GB", 8, "published vLLM benchmarks only (bench/collected)", (8, 0), 108, "pcie",
+            aliases=("a100 80gb pcie", "a100-pcie-80gb"), offered=False,
+            hbm_gb_s=1935, bf16_tflops=312, fp8_tflops=0, link_gb_s=32,
+            perf_source="NVIDIA A100 datasheet (PCIe 80GB): 1,935 GB/s, BF16 312 TFLOPS dense; PCIe 4.0 x16: 32 GB/s per direction (no NVLink bridge assumed)"),
+    GPUType("H100 PCIe", None, 0.0, "80 GB", 8, "published vLLM benchmarks only (bench/collected)", (9, 0), 114, "pcie",
+            aliases=("h100-pcie",), offered=False,
+            hbm_gb_s=2000, bf16_tflops=756, fp8_tflops=1513, link_gb_s=64,
+            perf_source="NVIDIA H100 datasheet (PCIe): 114 SMs, 2,000 GB/s HBM2e, BF16 1,513 / FP8 3,026 TFLOPS with sparsity, PCIe Gen5 128 GB/s (both directions) (transcribed at archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html)"),
+    GPUType("H100 NVL", None, 0.0, "94 GB", 8, "published vLLM logs only (CUDA total not sourced)", (9, 0), 132, "nvlink-bridge",
+            aliases=("h100-nvl",), offered=False,
+            hbm_gb_s=3900, bf16_tflops=835, fp8_tflops=1671, link_gb_s=300,
+            perf_source="UNVERIFIED (NVIDIA's H100 NVL datasheet column as recalled, no stored copy): 94 GB HBM3 at 3.9 TB/s, BF16 1,671 / FP8 3,341 TFLOPS with sparsity, NVLink bridge 600 GB/s (both directions)"),
     GPUType("RTX 4090", None, 0.0, "24 GB", 8, "published vLLM logs only", (8, 9), 128, "pcie", aliases=("rtx4090",), offered=False,
             hbm_gb_s=1008, bf16_tflops=165.2, fp8_tflops=330.3, link_gb_s=32, perf_source='NVIDIA Ada Lovelace whitepaper (RTX 4090): 1,008 GB/s, BF16 165.2 TFLOPS dense with FP32 accumulate, FP8 330.3; PCIe 4.0 x16: 32 GB/s per direction'),
     GPUType("RTX 3090", None, 0.0, "24 GB", 8, "published vLLM logs only", (8, 6), 82, "pcie", aliases=("rtx3090",), offered=False,
@@ -312,14 +326,15 @@ def find_device(name: Optional[str], memory_bytes: int = 0) -> GPUType:
     Hopper-class SXM board (vLLM's own size tiers), smaller as a PCIe card."""
     if name:
         text = _norm(name)
-        best, best_key = None, (0, False, False)
+        best, best_key = None, (0, False, False, False)
         for g in TABLE:
             if g.is_cpu:
                 continue
             for i, w in enumerate(_words(g)):
                 pattern = r"(?<![a-z0-9])" + re.escape(w).replace(r"\ ", " ?") + r"(?![a-z0-9])"
-                # the longest match; then a row's own name over an alias; then the row of this memory size
-                key = (len(w), i == 0, bool(g.memory_gib) and abs(g.memory_bytes - memory_bytes) < GIB)
+                # the longest match; then a row's own name over an alias, an alias over the family
+                # ("A100" is A100-80G's alias, A100-40G's family); then the row of this memory size
+                key = (len(w), i == 0, i <= len(g.aliases), bool(g.memory_gib) and abs(g.memory_bytes - memory_bytes) < GIB)
                 if key > best_key and re.search(pattern, text):
                     best, best_key = g, key
         if best is not None:

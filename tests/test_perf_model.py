@@ -79,6 +79,27 @@ def test_tensor_parallel_splits_the_weights_read():
     assert s2.mem_s < s1.mem_s and s2.comm_s > 0 and s1.comm_s == 0
 
 
+def test_requests_sent_apart_are_a_transient_between_alone_and_a_burst():
+    from llmctl.perf.burst import simulate
+
+    eff, eng = Efficiency(), Engine(256, 8192, 400_000)
+    isl, osl, n = 1000, 200, 64
+    burst = simulate(SHAPE, H100, eff, eng, requests=n, isl=isl, osl=osl)
+    assert simulate(SHAPE, H100, eff, eng, requests=n, isl=isl, osl=osl, interval=0.0) == burst
+    # far apart, each request runs alone: its TTFT is its own prefill, its TPOT one sequence's decode step
+    alone = simulate(SHAPE, H100, eff, eng, requests=n, isl=isl, osl=osl, interval=1e4)
+    prefill = step_time(SHAPE, H100, eff, decode=0, prompt_tokens=isl, context=isl + osl / 2, prompt_context=isl / 2)
+    decode = step_time(SHAPE, H100, eff, decode=1, prompt_tokens=0, context=isl + osl / 2)
+    assert math.isclose(alone.mean_ttft_s, eff.request_s + prefill.seconds, rel_tol=1e-6)
+    assert math.isclose(alone.mean_tpot_s, decode.seconds, rel_tol=1e-6)
+    # in between: the closer the requests, the more they share steps and wait for each other
+    ttfts = [simulate(SHAPE, H100, eff, eng, requests=n, isl=isl, osl=osl, interval=i).mean_ttft_s
+             for i in (1.0, 0.1, 0.01, 0.0)]
+    tpots = [simulate(SHAPE, H100, eff, eng, requests=n, isl=isl, osl=osl, interval=i).mean_tpot_s
+             for i in (1.0, 0.1, 0.01, 0.0)]
+    assert ttfts == sorted(ttfts) and tpots == sorted(tpots) and burst.mean_tpot_s > alone.mean_tpot_s
+
+
 def test_front_end_queue_between_its_two_limits():
     """One client waits one service time; many approach the front end's rate
     1/s, and the wait grows smoothly with the clients before that (Schweitzer's

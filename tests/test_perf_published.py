@@ -64,3 +64,23 @@ def test_docs_table_is_current():
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "published.py"), "--check"], capture_output=True, text=True,
                        cwd=ROOT)
     assert r.returncode == 0, "docs/capacity.md is stale: run bench/published.py"
+
+
+def test_the_16_bit_check_counts_every_collected_run():
+    """bench/published16.py: each run of bench/collected/bf16_serving_2026-11.yaml is
+    compared on at least one figure its source measured, or says why it cannot be."""
+    import json
+
+    import yaml
+
+    runs = yaml.safe_load((ROOT / "bench" / "collected" / "bf16_serving_2026-11.yaml").read_text())
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "published16.py"), "--json"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [o["id"] for o in rows] == [x["id"] for x in runs]
+    for o in rows:
+        assert bool(o["checks"]) != bool(o.get("not_evaluated")), o["id"]
+        for c in o["checks"]:
+            assert c["measured"] > 0 and c["predicted"] > 0 and c["predicted"] == c["predicted"], (o["id"], c)
+    assert sum(bool(o["checks"]) for o in rows) >= 40  # only a GPU without a roofline (the Jetson Thor) is left out

@@ -16,7 +16,10 @@ vLLM V1 does with them (vllm/v1/core/sched/scheduler.py, ``schedule``):
 
 The API server hands the requests to the engine one after another: each pays
 ``request_s`` (HTTP, tokenizing) and the serial ``frontend_s`` of those before
-it. Step times are :func:`llmctl.perf.roofline.step_time`; runs of steps with
+it. With ``interval`` the requests are sent that far apart instead of at
+once (``vllm bench serve --request-rate R --num-prompts N``: N requests over
+N / R seconds, at their mean spacing), the transient an open-loop benchmark
+of N requests measures. Step times are :func:`llmctl.perf.roofline.step_time`; runs of steps with
 no prompt tokens and nothing arriving or finishing are taken together.
 """
 
@@ -34,11 +37,13 @@ class Burst:
     requests: int
     mean_ttft_s: float  # from the send to the first token, mean over the requests
     makespan_s: float  # until the last request's last token (math.nan when only the first tokens were stepped)
+    mean_tpot_s: float = math.nan  # per request, (its last token − its first) / (osl − 1), mean over the requests
 
 
 def simulate(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, requests: int, isl: int, osl: int,
-             first_tokens_only: bool = False) -> Burst:
-    """``requests`` requests of ``isl`` prompt and ``osl`` output tokens sent at t = 0."""
+             first_tokens_only: bool = False, interval: float = 0.0) -> Burst:
+    """``requests`` requests of ``isl`` prompt and ``osl`` output tokens sent at
+    t = 0, or ``interval`` seconds apart."""
     n = max(1, int(requests))
     cap = engine.max_num_seqs
     if engine.kv_tokens:
@@ -53,15 +58,15 @@ def simulate(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *,
                                    prompt_context=isl / 2).seconds
         return cache[key]
 
-    arrive = [eff.request_s + k * eff.frontend_s for k in range(n)]
+    arrive = [k * interval + eff.request_s + k * max(0.0, eff.frontend_s - interval) for k in range(n)]
     nxt = 0  # next request to reach the engine
-    waiting: deque[list[float]] = deque()  # [arrival, prompt tokens left]
+    waiting: deque[list[float]] = deque()
     prefilling: list[list[float]] = []
-    finish: deque[int] = deque()  # the step each decoding request ends in (in admission order: ascending)
-    t, steps, ttft_sum, firsts, done = 0.0, 0, 0.0, 0, 0
+    finish: deque[tuple[int, float]] = deque()  # (the step each decoding request ends in, its first token's time)
+    t, steps, ttft_sum, firsts, done, tpot_sum = 0.0, 0, 0.0, 0, 0, 0.0
     while done < n:
         while nxt < n and arrive[nxt] <= t:
-            waiting.append([arrive[nxt], float(isl)])
+            waiting.append([arrive[nxt], float(isl), nxt * interval])  # [reaches the engine, prompt left, sent]
             nxt += 1
         if not (waiting or prefilling or finish):
             t = arrive[nxt]
@@ -83,29 +88,31 @@ def simulate(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *,
             budget -= k
             prompt += k
             sched.append((r, k))
+        t0, s0 = t, steps
         if prompt == 0:  # decode-only steps until something arrives or finishes
             dt = step(len(finish), 0)
-            k = finish[0] - steps
+            k = finish[0][0] - steps
             if nxt < n:
                 k = min(k, max(1, math.ceil((arrive[nxt] - t) / dt)))
-            t += k * dt
         else:
             k = 1
-            t += step(len(finish), prompt)
+            dt = step(len(finish), prompt)
+        t += k * dt
         steps += k
-        while finish and finish[0] <= steps:
-            finish.popleft()
+        while finish and finish[0][0] <= steps:
+            end, first = finish.popleft()
+            tpot_sum += (t0 + (end - s0) * dt - first) / (osl - 1)
             done += 1
         for r, used in sched:
             r[1] -= used
             if r[1] <= 0:
                 prefilling.remove(r)
-                ttft_sum += t
+                ttft_sum += t - r[2]
                 firsts += 1
                 if osl > 1:
-                    finish.append(steps + osl - 1)
+                    finish.append((steps + osl - 1, t))
                 else:
                     done += 1
         if first_tokens_only and firsts >= n:
             return Burst(n, ttft_sum / n, math.nan)
-    return Burst(n, ttft_sum / n, t)
+    return Burst(n, ttft_sum / n, t, tpot_sum / n if osl > 1 else math.nan)
