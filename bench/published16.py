@@ -18,11 +18,12 @@ predicts for that load:
 - a burst (every prompt at once): output tokens/s over the run and the mean TTFT;
   with ``data-parallel-size`` D, a burst of N/D on each of D replicas;
 - an open loop (``--request-rate R --num-prompts N``, Poisson): the mean TPOT
-  and TTFT of the run as it happened, a transient of N requests sent 1 / R
-  apart (llmctl.perf.burst with ``interval``), not a steady state: at 32 req/s
-  most of these replicas would saturate (a queue growing without bound), the
-  200 requests of a run do not. Its tokens/s is not compared: the run ends
-  with its longest output, which the source does not give.
+  and TTFT, against the model's steady state at R (``plan --rate``); when the
+  model says R saturates the replica (a queue growing without bound: no steady
+  state) against the run as it happened instead, a transient of N requests
+  sent 1 / R apart (llmctl.perf.burst with ``interval``), reported apart
+  ("transient"). Its tokens/s is not compared: the run ends with its longest
+  output, which the source does not give.
 
 A run the model cannot predict (a GPU without a roofline: the Jetson Thor) is
 listed as not evaluated, with why. Catalog twins: a run's model is predicted
@@ -121,6 +122,8 @@ def point_of(run: dict) -> dict:
         p["max_num_seqs"] = int(mns)
     if _flag(flags, "enforce-eager", "enforce_eager"):
         p["enforce_eager"] = True
+    if _flag(flags, "no-enable-prefix-caching"):
+        p["enable_prefix_caching"] = False
     mode = mode_of(run)
     p["mode"] = "concurrency" if mode == "concurrency" else "burst"
     if mode == "concurrency":
@@ -151,7 +154,7 @@ def evaluate(run: dict) -> dict:
     if out["mode"] == "rate":
         arch = resolve_model(p["model"]).architecture
         gpu = find_device(p["gpu"])
-        plan = sizing.plan(arch, gpu_memory_bytes=gpu.memory_bytes or int(float(gpu.nominal.split()[0]) * 1e9),
+        plan = sizing.plan(arch, gpu_memory_bytes=gpu.assumed_memory_bytes,
                            tp=p["tp"], max_model_len=max(4096, p["isl"] + p["osl"] + 16), gpu_name=gpu.name,
                            gpu_memory_utilization=p.get("gpu_memory_utilization"), max_num_seqs=p.get("max_num_seqs"))
         shape = shape_of(arch, plan, name=p["model"], tp=p["tp"])
@@ -161,15 +164,20 @@ def evaluate(run: dict) -> dict:
         eff = Efficiency()
         rate = float(run["load"]["request_rate"])
         n = int(run["load"]["num_prompts"])
-        # the run as measured: n requests 1 / rate apart (their mean spacing), stepped through the scheduler
-        run_ = simulate(shape, dev, eff, eng, requests=n, isl=p["isl"], osl=p["osl"], interval=1 / rate)
-        out["steady_state_saturated"] = predict_rate(shape, dev, eff, eng, rate=rate, isl=p["isl"], osl=p["osl"]).saturated
+        steady = predict_rate(shape, dev, eff, eng, rate=rate, isl=p["isl"], osl=p["osl"])
+        out["saturated"] = steady.saturated
+        if steady.saturated:  # no steady state: the run as measured, n requests 1 / rate apart
+            run_ = simulate(shape, dev, eff, eng, requests=n, isl=p["isl"], osl=p["osl"], interval=1 / rate,
+                            prefix_caching=p.get("enable_prefix_caching", True))
+            tpot_s, ttft_s, how = run_.mean_tpot_s, run_.mean_ttft_s, " (transient)"
+        else:
+            tpot_s, ttft_s, how = steady.itl_s, steady.ttft_s, ""
         tpot = _num(res.get("mean_tpot_ms"))
         if tpot:
-            out["checks"].append({"figure": "mean TPOT (ms)", "measured": tpot, "predicted": run_.mean_tpot_s * 1e3})
+            out["checks"].append({"figure": "mean TPOT (ms)" + how, "measured": tpot, "predicted": tpot_s * 1e3})
         ttft = _num(res.get("mean_ttft_ms"))
         if ttft:
-            out["checks"].append({"figure": "mean TTFT (ms)", "measured": ttft, "predicted": run_.mean_ttft_s * 1e3})
+            out["checks"].append({"figure": "mean TTFT (ms)" + how, "measured": ttft, "predicted": ttft_s * 1e3})
         return out
     r = predict_point(p)
     out["checks"].append({"figure": "output tok/s", "measured": r.measured, "predicted": r.predicted})

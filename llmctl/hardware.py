@@ -104,6 +104,18 @@ class GPUType:
         return int(self.memory_gib * GIB)
 
     @property
+    def assumed_memory_bytes(self) -> int:
+        """The CUDA total, or for a row without one its marketing size read as GiB less 1.5 %: the listed
+        totals are 0.92-0.99 of it (H100 79.19 of 80, RTX 4090 23.65 of 24, ECC GDDR lowest: L40S 44.42 of
+        48). For a performance estimate's KV budget, not for a fits / does-not-fit verdict."""
+        if self.memory_gib:
+            return self.memory_bytes
+        try:
+            return int(float(self.nominal.split()[0]) * 0.985 * GIB)
+        except (ValueError, IndexError):
+            return int(48 * 0.985 * GIB)
+
+    @property
     def hopper_or_newer(self) -> bool:
         """SM 9.0 / 10.x: where vLLM enables symmetric-memory all-reduce, the
         FlashInfer all-reduce fusion workspace and NCCL NVLS
@@ -183,7 +195,7 @@ TABLE: tuple[GPUType, ...] = (
             aliases=("h100-nvl",), offered=False,
             hbm_gb_s=3900, bf16_tflops=835, fp8_tflops=1671, link_gb_s=300,
             perf_source="UNVERIFIED (NVIDIA's H100 NVL datasheet column as recalled, no stored copy): 94 GB HBM3 at 3.9 TB/s, BF16 1,671 / FP8 3,341 TFLOPS with sparsity, NVLink bridge 600 GB/s (both directions)"),
-    GPUType("RTX 4090", None, 0.0, "24 GB", 8, "published vLLM logs only", (8, 9), 128, "pcie", aliases=("rtx4090",), offered=False,
+    GPUType("RTX 4090", None, 23.65, "24 GB", 8, "PyTorch's 'GPU 0 has a total capacity of 23.65 GiB' on an 'RTX 4090 24 GiB' in a public project note (code-index file id 56212744191); partly verified", (8, 9), 128, "pcie", aliases=("rtx4090",), offered=False,
             hbm_gb_s=1008, bf16_tflops=165.2, fp8_tflops=330.3, link_gb_s=32, perf_source='NVIDIA Ada Lovelace whitepaper (RTX 4090): 1,008 GB/s, BF16 165.2 TFLOPS dense with FP32 accumulate, FP8 330.3; PCIe 4.0 x16: 32 GB/s per direction'),
     GPUType("RTX 3090", None, 0.0, "24 GB", 8, "published vLLM logs only", (8, 6), 82, "pcie", aliases=("rtx3090",), offered=False,
             hbm_gb_s=936, bf16_tflops=71, fp8_tflops=0, link_gb_s=32, perf_source='NVIDIA Ampere GA102 whitepaper (RTX 3090): 936 GB/s, BF16 71 TFLOPS dense with FP32 accumulate; PCIe 4.0 x16: 32 GB/s per direction'),

@@ -61,7 +61,7 @@ def predict_point(p: dict[str, Any], eff: Optional[Efficiency] = None) -> PointR
     tp = int(p.get("tp", 1))
     dtype = p.get("dtype", "auto")
     mml = min(arch.context_limit or 32768, max(4096, int(p["isl"]) + int(p.get("osl_max", p["osl"])) + 16))
-    plan = sizing.plan(arch, gpu_memory_bytes=gpu.memory_bytes or int(_memory_gib(gpu.nominal) * 1024**3), tp=tp,
+    plan = sizing.plan(arch, gpu_memory_bytes=gpu.assumed_memory_bytes, tp=tp,
                        max_model_len=mml, dtype=dtype, gpu_name=gpu.name, max_num_seqs=p.get("max_num_seqs"),
                        enforce_eager=bool(p.get("enforce_eager")),
                        gpu_memory_utilization=p.get("gpu_memory_utilization"))
@@ -78,20 +78,13 @@ def predict_point(p: dict[str, Any], eff: Optional[Efficiency] = None) -> PointR
         n = int(p["requests"])
         cap = min(engine.max_num_seqs, engine.kv_tokens / max(1, isl + osl) if engine.kv_tokens else n)
         pr = predict(shape, dev, eff, engine, concurrency=float(min(n, cap)), isl=isl, osl=osl)
-        run = simulate(shape, dev, eff, engine, requests=n, isl=isl, osl=osl)
+        run = simulate(shape, dev, eff, engine, requests=n, isl=isl, osl=osl,
+                       prefix_caching=bool(p.get("enable_prefix_caching", True)))
         alone = step_time(shape, dev, eff, decode=1, prompt_tokens=0, context=isl + osl).seconds
         seconds = run.makespan_s + max(0, int(p.get("osl_max", osl)) - osl) * alone
         tok_s, ttft, itl = n * osl / seconds, run.mean_ttft_s, float("nan")
     bound = pr.decode_bound if pr.decode_bound == "frontend" or pr.itl_s * osl >= pr.ttft_s else f"{pr.prefill_bound} (prefill)"
     return PointResult(p["id"], gpu.name, p.get("split", "holdout"), float(p["output_tok_s"]), tok_s, bound, ttft, itl)
-
-
-def _memory_gib(nominal: str) -> float:
-    """A GPU row without a CUDA total: its marketing size ("48 GB") as GiB, for a KV budget of about the right size."""
-    try:
-        return float(nominal.split()[0]) * 1e9 / 1024**3
-    except (ValueError, IndexError):
-        return 48 * 1e9 / 1024**3
 
 
 def summary(results: list[PointResult], band: float = 0.30) -> dict[str, dict[str, Any]]:

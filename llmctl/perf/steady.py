@@ -107,9 +107,13 @@ def _state(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, r
         # value analysis, as for the API server (frontend_wait), with the rest of a request's time as think time
         think = eff.request_s + (osl - 1 + eff.ttft_steps - 1) * tpot
         wait = max(0.0, frontend_wait(prefill, running, think) - prefill)
+        before = (eff.ttft_steps - 1) * tpot
     else:  # open loop, Poisson arrivals: M/D/1 on the prefill budget
         wait = (min(load, MAX_LOAD) / (2 * (1 - min(load, MAX_LOAD)))) * prefill
-    ttft = eff.request_s + (eff.ttft_steps - 1) * tpot + prefill + wait
+        # a request arriving at a random time finds the running step half done on average; the closed loop's
+        # further steps (the prefills of the requests that finished just before it) do not apply
+        before = min(eff.ttft_steps - 1, 0.5) * tpot
+    ttft = eff.request_s + before + prefill + wait
     return _State(tpot, ttft, decode, load, t0.bound, tp.bound)
 
 
