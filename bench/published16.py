@@ -1,6 +1,7 @@
 """The capacity model against published 16-bit dense serving runs it was never fitted on.
 
-    .venv/bin/python bench/published16.py            # the tables (markdown)
+    .venv/bin/python bench/published16.py            # the tables; writes docs/capacity.md's summary
+    .venv/bin/python bench/published16.py --check    # exit 1 when that summary is stale
     .venv/bin/python bench/published16.py --json     # every run, predicted and measured
 
 Input: bench/collected/bf16_serving_2026-11.yaml (45 published vLLM online-serving
@@ -194,29 +195,13 @@ def within(c: dict) -> bool:
     return abs(c["predicted"] / c["measured"] - 1) <= BAND
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
-    runs = yaml.safe_load(DATA.read_text())
-    rows = [evaluate(r) for r in runs]
-    if args.json:
-        print(json.dumps(rows, indent=1))
-        return 0
-    print(f"{len(runs)} collected runs ({DATA.relative_to(ROOT)}); ±{BAND:.0%} band\n")
-    print("| run | GPU | mode | figure | measured | predicted | error |")
-    print("| --- | --- | --- | --- | ---: | ---: | ---: |")
-    for o in rows:
-        if "not_evaluated" in o:
-            print(f"| {o['id']} | {o['gpu']} | {o['mode']} | not evaluated: {o['not_evaluated']} | | | |")
-            continue
-        for c in o["checks"]:
-            err = c["predicted"] / c["measured"] - 1
-            print(f"| {o['id']} | {o['gpu']} | {o['mode']} | {c['figure']} | {c['measured']:,.1f} | "
-                  f"{c['predicted']:,.1f} | {err:+.0%} |")
-    print()
-    print("| figure | GPU | checks | within ±30 % | median error |")
-    print("| --- | --- | ---: | ---: | ---: |")
+DOC = ROOT / "docs" / "capacity.md"
+MARKS = ("<!-- bf16-check:begin -->", "<!-- bf16-check:end -->")
+
+
+def summary_table(rows: list[dict]) -> str:
+    """Per figure and GPU: checks, within the band, median error; then the runs not evaluated."""
+    lines = ["| figure | GPU | checks | within ±30 % | median error |", "| --- | --- | ---: | ---: | ---: |"]
     groups: dict[tuple[str, str], list[float]] = {}
     for o in rows:
         for c in o.get("checks", []):
@@ -225,9 +210,53 @@ def main() -> int:
                 groups.setdefault(key, []).append(err)
     for (fig, gpu), errs in sorted(groups.items()):
         n_in = sum(abs(e) <= BAND for e in errs)
-        print(f"| {fig} | {gpu} | {len(errs)} | {n_in} of {len(errs)} ({n_in / len(errs):.0%}) | {statistics.median(errs):+.0%} |")
+        lines.append(f"| {fig} | {gpu} | {len(errs)} | {n_in} of {len(errs)} ({n_in / len(errs):.0%}) | "
+                     f"{statistics.median(errs):+.0%} |")
     skipped = [o for o in rows if "not_evaluated" in o]
-    print(f"\nnot evaluated: {len(skipped)} of {len(rows)}" + "".join(f"\n- {o['id']}: {o['not_evaluated']}" for o in skipped))
+    lines += ["", f"Not evaluated: {len(skipped)} of {len(rows)}" + (":" if skipped else ".")]
+    lines += [f"- {o['id']}: {o['not_evaluated']}" for o in skipped]
+    return "\n".join(lines)
+
+
+def run_table(rows: list[dict]) -> str:
+    lines = ["| run | GPU | mode | figure | measured | predicted | error |", "| --- | --- | --- | --- | ---: | ---: | ---: |"]
+    for o in rows:
+        if "not_evaluated" in o:
+            lines.append(f"| {o['id']} | {o['gpu']} | {o['mode']} | not evaluated: {o['not_evaluated']} | | | |")
+        for c in o["checks"]:
+            err = c["predicted"] / c["measured"] - 1
+            lines.append(f"| {o['id']} | {o['gpu']} | {o['mode']} | {c['figure']} | {c['measured']:,.1f} | "
+                         f"{c['predicted']:,.1f} | {err:+.0%} |")
+    return "\n".join(lines)
+
+
+def _doc_with(table: str) -> str:
+    text = DOC.read_text()
+    a, b = text.index(MARKS[0]) + len(MARKS[0]), text.index(MARKS[1])
+    return text[:a] + "\n" + table + "\n" + text[b:]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true", help="every run, predicted and measured")
+    ap.add_argument("--check", action="store_true", help="exit 1 when docs/capacity.md's table is not current")
+    args = ap.parse_args()
+    runs = yaml.safe_load(DATA.read_text())
+    rows = [evaluate(r) for r in runs]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    table = summary_table(rows)
+    if args.check:
+        if _doc_with(table) != DOC.read_text():
+            print("docs/capacity.md's 16-bit check table is stale: run bench/published16.py", file=sys.stderr)
+            return 1
+        return 0
+    DOC.write_text(_doc_with(table))
+    print(f"{len(runs)} collected runs ({DATA.relative_to(ROOT)}); ±{BAND:.0%} band\n")
+    print(run_table(rows))
+    print()
+    print(table)
     return 0
 
 

@@ -84,3 +84,6 @@ def test_the_16_bit_check_counts_every_collected_run():
         for c in o["checks"]:
             assert c["measured"] > 0 and c["predicted"] > 0 and c["predicted"] == c["predicted"], (o["id"], c)
     assert sum(bool(o["checks"]) for o in rows) >= 40  # only a GPU without a roofline (the Jetson Thor) is left out
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "published16.py"), "--check"], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, "docs/capacity.md's 16-bit check table is stale: run bench/published16.py"
