@@ -99,6 +99,26 @@ def test_docs_and_bands_are_current():
     assert r.returncode == 0, "docs/capacity.md or llmctl/perf/accuracy.json is stale: run bench/published.py"
 
 
+def test_a_gpu_the_calibration_lacks_takes_its_band_from_the_runs_on_it():
+    from llmctl.perf import bands
+
+    acc = bands.accuracy()
+    calibrated = acc["domain"]["gpu"][0]
+    tags = {"gpu": "A100-80G", "kind": "dense", "quant": "bf16", "tp": "1"}
+    checks = [(tags, "tok_s", r) for r in (0.6, 0.8, 1.0, 1.2, 1.4)] + [(dict(tags, gpu=calibrated), "tok_s", 9.0)] * 5
+    out = bands.with_checks({"bands": {k: dict(v) for k, v in acc["bands"].items() if k != "gpu"} | {
+        "gpu": {g: e for g, e in acc["bands"]["gpu"].items() if g == calibrated}}, "domain": acc["domain"]}, checks, "test")
+    got = out["bands"]["gpu"]["A100-80G"]["tok_s"]
+    assert got["from"] == "checks" and got["points"] == 5 and 0.6 < got["low"] < got["high"] < 1.4
+    assert out["bands"]["gpu"][calibrated] == acc["bands"]["gpu"][calibrated]  # a calibrated GPU keeps its own
+    assert "bf16" not in out["bands"]["quant"] and out["domain"] == acc["domain"]
+    # what plan shows for such a GPU: the widest of its kinds, its GPU's from the runs on it
+    shipped = acc["bands"]["gpu"].get("A100-80G", {}).get("tok_s")
+    assert shipped and shipped["from"] == "checks"
+    b = bands.band("tok_s", {"gpu": "A100-80G", "kind": "dense", "quant": "bf16", "tp": "1"})
+    assert b.lo <= shipped["low"] and b.hi >= shipped["high"]
+
+
 def test_the_fit_never_reads_the_held_out_series():
     src = (ROOT / "bench" / "fit_gpu.py").read_text()
     assert "if not held_out(s[\"id\"])" in src

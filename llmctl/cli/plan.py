@@ -302,5 +302,6 @@ def _render_load(table) -> None:
         out.print("saturated: the replica cannot sustain that rate; the queue grows without bound (add replicas, "
                   "or see `llmctl plan --slo ...` for the highest rate within a latency goal)", markup=False)
     out.print("These are estimates of a step-time model of vLLM, calibrated on measured GPU sweeps (docs/capacity.md); "
-              "'measured/predicted' is the 10th-90th percentile of that ratio for this kind of setup in those sweeps.",
+              "'measured/predicted' is the 10th-90th percentile of that ratio for this kind of setup in those sweeps "
+              "(for a GPU they lack, in published runs on it).",
               markup=False)

@@ -8,7 +8,9 @@ precision, the TP size — and each figure (output tokens/s, TTFT, TPOT), the
 10th and 90th percentiles of measured / predicted over that kind's points.
 A plan row's band is the widest of its kinds' bands (its GPU's, its model
 kind's, its precision's, its TP's): the measured value fell inside it for at
-least 80 % of the points of each of those kinds.
+least 80 % of the points of each of those kinds. A GPU the calibration data
+lacks (an A100, an H100 PCIe) takes its band from the 16-bit check's runs on
+it (bench/published16.py), marked ``"from": "checks"``.
 """
 
 from __future__ import annotations
@@ -64,6 +66,25 @@ def compute(points: Iterable[Any]) -> dict[str, Any]:
               "concurrency": [min(p.concurrency for p in pts), max(p.concurrency for p in pts)]}
     return {"source": "bench/published.py on tests/data/gpu_serving_measurements.yaml (every point)",
             "points": len(pts), "bands": bands, "domain": domain}
+
+
+def with_checks(acc: dict[str, Any], checks: Iterable[tuple[dict[str, str], str, float]], source: str) -> dict[str, Any]:
+    """``acc`` with bands for the GPUs the calibration data lacks (an A100, an H100 PCIe) taken from other
+    measurements on them: ``checks`` are (the run's tags, metric — tok_s | ttft | tpot —, measured / predicted).
+    Only GPU kinds: a precision or TP band from runs on other GPUs would mix their errors into every GPU's
+    rows. A GPU the calibration data has keeps its own band; the domain (what is calibrated) does not change."""
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for tags, metric, ratio in checks:
+        if ratio > 0 and math.isfinite(ratio):
+            groups.setdefault(("gpu", tags["gpu"], metric), []).append(ratio)
+    out = json.loads(json.dumps(acc))
+    for (key, value, metric), ratios in sorted(groups.items()):
+        if value in acc["bands"].get(key, {}) or len(ratios) < 5:
+            continue
+        out["bands"].setdefault(key, {}).setdefault(value, {})[metric] = {
+            "low": round(_pct(ratios, 0.1), 3), "high": round(_pct(ratios, 0.9), 3), "points": len(ratios), "from": "checks"}
+    out["checks_source"] = source
+    return out
 
 
 @lru_cache(maxsize=1)
