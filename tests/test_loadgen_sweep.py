@@ -131,7 +131,9 @@ def test_repeat_pools_each_steps_holds(endpoint, tmp_path, capsys):
     for s, s1 in zip(data["steps"], once["steps"]):
         m = s["summary"]
         assert s["passes"] == 2 and len(s["requests"]) == m["requests"] and m["failed"] == 0
-        assert m["seconds"] >= 2.0 > s1["summary"]["seconds"]  # two holds of 1 s, against one
+        # two holds of at least 1 s each, against one (lower bounds only: a loaded machine stretches a hold's
+        # tail, the requests still in flight when it ends; a fresh-clone run saw one hold take 10 s)
+        assert m["seconds"] >= 2.0 and s1["summary"]["seconds"] >= 1.0
         assert m["req_per_s"] == pytest.approx(m["done"] / m["seconds"], rel=1e-3)  # seconds: rounded to ms
     prompts = PROMPTS[seen:]
     assert len(prompts) == sum(s["summary"]["requests"] for s in data["steps"])
