@@ -117,6 +117,24 @@ def test_a_burst_beyond_the_kv_cache_is_preempted_and_recomputed():
     assert math.isinf(simulate(SHAPE, H100, eff, Engine(256, 8192, 100), requests=2, isl=isl, osl=osl).makespan_s)
 
 
+def test_the_counted_and_the_followed_burst_agree_where_the_cache_holds_everything():
+    """burst._roomy counts the decoding requests; burst._full_cache follows each through V1's admission and
+    preemption. Where the KV cache holds every request whole they take the same steps."""
+    import random
+
+    from llmctl.perf import burst
+
+    rng = random.Random(7)
+    for _ in range(40):
+        n, isl, osl = rng.randint(1, 120), rng.choice([16, 1000, 9000]), rng.choice([1, 2, 50, 300])
+        eng = Engine(rng.choice([8, 256]), rng.choice([512, 8192]), 10**9)
+        kw = dict(n=n, isl=isl, osl=osl, first_tokens_only=rng.random() < 0.3, interval=rng.choice([0.0, 0.05]))
+        a = burst._roomy(SHAPE, H100, Efficiency(), eng, **kw)
+        b = burst._full_cache(SHAPE, H100, Efficiency(), eng, prefix_caching=True, **kw)
+        for x, y in ((a.mean_ttft_s, b.mean_ttft_s), (a.makespan_s, b.makespan_s), (a.mean_tpot_s, b.mean_tpot_s)):
+            assert (math.isnan(x) and math.isnan(y)) or math.isclose(x, y, rel_tol=1e-9), (kw, eng)
+
+
 def test_front_end_queue_between_its_two_limits():
     """One client waits one service time; many approach the front end's rate
     1/s, and the wait grows smoothly with the clients before that (Schweitzer's
