@@ -167,9 +167,7 @@ def _full_cache(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine,
         if prompt == 0 and not (waiting and len(running) < engine.max_num_seqs and kv_free >= min(waiting[0][1], budget)):
             # decode-only steps that change nothing but the KV held: taken together until a request finishes,
             # arrives or the cache is full
-            k = min(osl - int(r[2]) for r in running)
-            if math.isfinite(kv_free):
-                k = min(k, 1 + int(kv_free // max(1, len(running))))
+            k = min(min(osl - int(r[2]) for r in running), 1 + int(kv_free // max(1, len(running))))
             if nxt < n:
                 k = min(k, max(1, math.ceil((arrive[nxt] - t) / dt)))
             k = max(1, k)
