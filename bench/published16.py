@@ -47,7 +47,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from llmctl.perf.published import predict_point  # noqa: E402
+from llmctl.perf.published import predict_point, setup_of  # noqa: E402
 
 DATA = ROOT / "bench" / "collected" / "bf16_serving_2026-11.yaml"
 BAND = 0.30
@@ -136,12 +136,8 @@ def point_of(run: dict) -> dict:
 
 
 def evaluate(run: dict) -> dict:
-    from llmctl.catalog import resolve_model
-    from llmctl.hardware import find_device
-    from llmctl.perf.roofline import Efficiency, Engine, device_of, shape_of
     from llmctl.perf.burst import simulate
     from llmctl.perf.steady import predict_rate
-    from llmctl import sizing
 
     out: dict[str, Any] = {"id": run["id"], "gpu": run["gpu"], "model": run["model"], "mode": mode_of(run),
                            "vllm": run.get("vllm_version"), "checks": []}
@@ -153,16 +149,7 @@ def evaluate(run: dict) -> dict:
     out.update(gpu=p["gpu"], twin=p["model"], tp=p["tp"], isl=p["isl"], osl=p["osl"])
     res = run["results"]
     if out["mode"] == "rate":
-        arch = resolve_model(p["model"]).architecture
-        gpu = find_device(p["gpu"])
-        plan = sizing.plan(arch, gpu_memory_bytes=gpu.assumed_memory_bytes,
-                           tp=p["tp"], max_model_len=max(4096, p["isl"] + p["osl"] + 16), gpu_name=gpu.name,
-                           gpu_memory_utilization=p.get("gpu_memory_utilization"), max_num_seqs=p.get("max_num_seqs"))
-        shape = shape_of(arch, plan, name=p["model"], tp=p["tp"])
-        dev = device_of(gpu, fp8=shape.fp8)
-        eng = Engine(plan.max_num_seqs, plan.max_num_batched_tokens, plan.kv_cache_tokens)
-        rate = float(run["load"]["request_rate"])
-        eff = Efficiency()
+        shape, dev, eng, eff, _ = setup_of(p)
         rate = float(run["load"]["request_rate"])
         n = int(run["load"]["num_prompts"])
         steady = predict_rate(shape, dev, eff, eng, rate=rate, isl=p["isl"], osl=p["osl"])
@@ -189,10 +176,6 @@ def evaluate(run: dict) -> dict:
                               "measured": ttft, "predicted": r.ttft_s * 1e3})
     out["bound"] = r.bound
     return out
-
-
-def within(c: dict) -> bool:
-    return abs(c["predicted"] / c["measured"] - 1) <= BAND
 
 
 DOC = ROOT / "docs" / "capacity.md"

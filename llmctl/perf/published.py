@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from llmctl.perf.burst import simulate
-from llmctl.perf.roofline import Efficiency, Engine, device_of, shape_of, step_time
+from llmctl.perf.roofline import Device, Efficiency, Engine, ModelShape, device_of, shape_of, step_time
 from llmctl.perf.steady import predict
 
 EAGER_STEP_S = 0.008  # --enforce-eager: no CUDA graphs, one kernel launch per op per layer (docs/capacity.md)
@@ -50,7 +50,10 @@ def load_points(path: Path | str) -> list[dict[str, Any]]:
     return yaml.safe_load(Path(path).read_text())["points"]
 
 
-def predict_point(p: dict[str, Any], eff: Optional[Efficiency] = None) -> PointResult:
+def setup_of(p: dict[str, Any], eff: Optional[Efficiency] = None) -> tuple[ModelShape, Device, Engine, Efficiency, str]:
+    """A point's replica as the model sees it: (shape, device, engine, efficiencies, the GPU row's name) —
+    llmctl.sizing's plan of the point's model, GPU, TP and engine settings (gpu_memory_utilization,
+    max_num_seqs, enforce_eager), at a context that holds its longest request."""
     from llmctl import sizing
     from llmctl.catalog import resolve_model
     from llmctl.hardware import find_device
@@ -59,17 +62,20 @@ def predict_point(p: dict[str, Any], eff: Optional[Efficiency] = None) -> PointR
     arch = resolve_model(p["model"]).architecture
     gpu = find_device(p["gpu"])
     tp = int(p.get("tp", 1))
-    dtype = p.get("dtype", "auto")
     mml = min(arch.context_limit or 32768, max(4096, int(p["isl"]) + int(p.get("osl_max", p["osl"])) + 16))
     plan = sizing.plan(arch, gpu_memory_bytes=gpu.assumed_memory_bytes, tp=tp,
-                       max_model_len=mml, dtype=dtype, gpu_name=gpu.name, max_num_seqs=p.get("max_num_seqs"),
-                       enforce_eager=bool(p.get("enforce_eager")),
+                       max_model_len=mml, dtype=p.get("dtype", "auto"), gpu_name=gpu.name,
+                       max_num_seqs=p.get("max_num_seqs"), enforce_eager=bool(p.get("enforce_eager")),
                        gpu_memory_utilization=p.get("gpu_memory_utilization"))
     shape = shape_of(arch, plan, name=p["model"], tp=tp)
-    dev = device_of(gpu, fp8=shape.fp8)
-    engine = Engine(plan.max_num_seqs, plan.max_num_batched_tokens, plan.kv_cache_tokens)
     if p.get("enforce_eager"):
         eff = replace(eff, step_s=eff.step_s + EAGER_STEP_S)
+    return (shape, device_of(gpu, fp8=shape.fp8), Engine(plan.max_num_seqs, plan.max_num_batched_tokens, plan.kv_cache_tokens),
+            eff, gpu.name)
+
+
+def predict_point(p: dict[str, Any], eff: Optional[Efficiency] = None) -> PointResult:
+    shape, dev, engine, eff, gpu_name = setup_of(p, eff)
     isl, osl = int(p["isl"]), int(p["osl"])
     if p["mode"] == "concurrency":
         pr = predict(shape, dev, eff, engine, concurrency=float(p["concurrency"]), isl=isl, osl=osl)
@@ -84,7 +90,7 @@ def predict_point(p: dict[str, Any], eff: Optional[Efficiency] = None) -> PointR
         seconds = run.makespan_s + max(0, int(p.get("osl_max", osl)) - osl) * alone
         tok_s, ttft, itl = n * osl / seconds, run.mean_ttft_s, float("nan")
     bound = pr.decode_bound if pr.decode_bound == "frontend" or pr.itl_s * osl >= pr.ttft_s else f"{pr.prefill_bound} (prefill)"
-    return PointResult(p["id"], gpu.name, p.get("split", "holdout"), float(p["output_tok_s"]), tok_s, bound, ttft, itl)
+    return PointResult(p["id"], gpu_name, p.get("split", "holdout"), float(p["output_tok_s"]), tok_s, bound, ttft, itl)
 
 
 def summary(results: list[PointResult], band: float = 0.30) -> dict[str, dict[str, Any]]:
