@@ -73,15 +73,15 @@ def with_checks(acc: dict[str, Any], checks: Iterable[tuple[dict[str, str], str,
     measurements on them: ``checks`` are (the run's tags, metric — tok_s | ttft | tpot —, measured / predicted).
     Only GPU kinds: a precision or TP band from runs on other GPUs would mix their errors into every GPU's
     rows. A GPU the calibration data has keeps its own band; the domain (what is calibrated) does not change."""
-    groups: dict[tuple[str, str, str], list[float]] = {}
+    groups: dict[tuple[str, str], list[float]] = {}
     for tags, metric, ratio in checks:
         if ratio > 0 and math.isfinite(ratio):
-            groups.setdefault(("gpu", tags["gpu"], metric), []).append(ratio)
+            groups.setdefault((tags["gpu"], metric), []).append(ratio)
     out = json.loads(json.dumps(acc))
-    for (key, value, metric), ratios in sorted(groups.items()):
-        if value in acc["bands"].get(key, {}) or len(ratios) < 5:
+    for (gpu, metric), ratios in sorted(groups.items()):
+        if gpu in acc["bands"].get("gpu", {}) or len(ratios) < 5:
             continue
-        out["bands"].setdefault(key, {}).setdefault(value, {})[metric] = {
+        out["bands"].setdefault("gpu", {}).setdefault(gpu, {})[metric] = {
             "low": round(_pct(ratios, 0.1), 3), "high": round(_pct(ratios, 0.9), 3), "points": len(ratios), "from": "checks"}
     out["checks_source"] = source
     return out

@@ -215,7 +215,7 @@ def _roomy(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, n
     t, steps, ttft_sum, firsts, done, tpot_sum = 0.0, 0, 0.0, 0, 0, 0.0
     while done < n:
         while nxt < n and arrive[nxt] <= t:
-            waiting.append([arrive[nxt], float(isl), nxt * interval])  # [reaches the engine, prompt left, sent]
+            waiting.append([float(isl), nxt * interval])  # [prompt tokens left, sent]
             nxt += 1
         if not (waiting or prefilling or finish):
             t = arrive[nxt]
@@ -226,14 +226,14 @@ def _roomy(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, n
         for r in prefilling:  # running requests first: a prompt split in the last step goes on
             if budget <= 0:
                 break
-            k = int(min(r[1], budget))
+            k = int(min(r[0], budget))
             budget -= k
             prompt += k
             sched.append((r, k))
         while waiting and budget > 0 and len(finish) + len(prefilling) < cap:
             r = waiting.popleft()
             prefilling.append(r)
-            k = int(min(r[1], budget))
+            k = int(min(r[0], budget))
             budget -= k
             prompt += k
             sched.append((r, k))
@@ -253,10 +253,10 @@ def _roomy(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, *, n
             tpot_sum += (t0 + (end - s0) * dt - first) / (osl - 1)
             done += 1
         for r, used in sched:
-            r[1] -= used
-            if r[1] <= 0:
+            r[0] -= used
+            if r[0] <= 0:
                 prefilling.remove(r)
-                ttft_sum += t - r[2]
+                ttft_sum += t - r[1]
                 firsts += 1
                 if osl > 1:
                     finish.append((steps + osl - 1, t))
