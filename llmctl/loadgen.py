@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
 import httpx
+from httpx_sse import aconnect_sse
 
 from llmctl.errors import UsageError, param
 from llmctl.launch.benchprobe import ReplicaSample, cpu_probe, replica_sampler, routing_of  # noqa: F401 (re-exported)
@@ -255,18 +256,25 @@ async def _one(client: httpx.AsyncClient, s: BenchSettings, content: str, max_to
             return RequestResult(True, latency, latency, [], int(usage.get("completion_tokens") or 0),
                                  int(usage.get("prompt_tokens") or 0))
         ttft, last, gaps, usage = None, None, [], {}
-        async with client.stream("POST", s.url + "/chat/completions", json=body) as r:
+        # the events as the SSE spec frames them (httpx-sse): lines end at CR or LF only; httpx's own aiter_lines
+        # also splits at U+2028, U+0085 and the like, which JSON strings carry unescaped and models generate
+        async with aconnect_sse(client, "POST", s.url + "/chat/completions", json=body) as events:
+            r = events.response
             if r.status_code != 200:
                 body = (await r.aread()).decode("utf-8", "replace")
                 return RequestResult(False, time.perf_counter() - t0, error=f"HTTP {r.status_code}", detail=body[:8000])
-            async for line in r.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
+            done, seen = False, ""
+            async for event in events.aiter_sse():
+                if event.data == "[DONE]":
+                    done = True
+                if not event.data or done:
                     continue
+                seen = event.data
                 try:
-                    chunk = json.loads(line[6:])
-                except ValueError:  # a line cut short (the connection closed mid-event) or not an event at all
+                    chunk = json.loads(event.data)
+                except ValueError:  # an event cut short (the connection closed mid-event) or not JSON at all
                     return RequestResult(False, time.perf_counter() - t0, ttft, gaps,
-                                         error="bad stream event", detail=line[:1000])
+                                         error="bad stream event", detail=event.data[:1000])
                 if chunk.get("usage"):
                     usage = chunk["usage"]
                 if any((c.get("delta") or {}).get("content") for c in chunk.get("choices") or []):
@@ -277,6 +285,9 @@ async def _one(client: httpx.AsyncClient, s: BenchSettings, content: str, max_to
                         gaps.append(now - last)
                     last = now
         latency = time.perf_counter() - t0
+        if not done:  # the connection closed before the stream's end (an event cut short is dropped, as SSE says)
+            return RequestResult(False, latency, ttft, gaps, error="stream cut before [DONE]",
+                                 detail=f"last event: {seen[:1000]}" if seen else "no event")
         if not usage:
             return RequestResult(False, latency, ttft, gaps, error="no usage in the stream")
         return RequestResult(True, latency, ttft, gaps, int(usage.get("completion_tokens") or 0), int(usage.get("prompt_tokens") or 0))

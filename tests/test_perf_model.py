@@ -11,7 +11,7 @@ import pytest
 
 from helpers import run_cli
 from llmctl.errors import UsageError
-from llmctl.perf.calibrate import fit, nnls
+from llmctl.perf.calibrate import Calibration, fit, nnls
 from llmctl.perf.roofline import Device, Efficiency, Engine, ModelShape, step_time
 from llmctl.perf.steady import predict
 from llmctl.perf.slo import parse_prices, parse_slo, parse_sweep
@@ -204,6 +204,45 @@ def test_calibration_recovers_the_overheads_it_was_made_with():
     assert cal.for_replicas(3).step_s > e.step_s  # unmeasured: the 1-replica fit, stretched
     for f in cal.fit:  # the fitted model reproduces what it was fitted to
         assert abs(f["rate_fit"] / f["rate"] - 1) < 0.05
+
+
+def test_plan_stays_within_what_its_own_sweep_measured():
+    """A calibrated plan never puts its rate above a step of its own sweep that failed the targets, nor below one
+    that met them (at the sweep's lengths). Here the model is fitted on a sweep it follows exactly, and the
+    calibration's record of what was measured then says the 8- and 16-client steps took twice the TTFT (a model
+    that misses near the target, as a CPU fit on three steps once did): the plan follows the measurement there,
+    as bench --slo reads such a sweep."""
+    import copy
+
+    from llmctl.perf.capacity import max_rate
+
+    truth = Efficiency(step_s=0.002, seq_s=0.0004, token_s=2e-5, request_s=0.05, ttft_steps=20, ttft_p95_ratio=2.0,
+                       itl_p95_ratio=1.4, frontend_s=0)
+    dev, engine = Device("cpu", math.inf, math.inf), Engine(256, 4096, 0)
+    sweep = _synthetic_sweep(truth)
+    cal = fit([sweep], SHAPE, dev, engine, base=Efficiency(frontend_s=0))
+    missed = copy.deepcopy(sweep["steps"])
+    for st, m in zip(missed[3:], cal.measured[3:]):
+        st["summary"]["ttft_s"] = m["stats"]["ttft_s"] = {k: 2 * v for k, v in m["stats"]["ttft_s"].items()}
+    t4, t8 = (missed[i]["summary"]["ttft_s"]["p95"] for i in (2, 3))
+    slo = parse_slo(f"ttft_p95={(t4 + t8) / 2 * 1000:.3f}ms")  # between the 4-client step and the 8-client one
+    model_only = Calibration(**{**cal.__dict__, "measured": []})
+    free = max_rate(SHAPE, dev, cal.efficiency, engine, slo, isl=100, osl=64, cal=model_only)
+    got = max_rate(SHAPE, dev, cal.efficiency, engine, slo, isl=100, osl=64, cal=cal)
+    r8 = missed[3]["summary"]["req_per_s"]
+    assert free[0] > r8  # the model alone plans above the rate the sweep failed at ...
+    assert got[0] == pytest.approx(max_rate_within(missed, slo)["req_per_s"]) and got[0] < r8  # ... the plan does not
+    assert got[3] == "measured_fail" and got[2].rate == pytest.approx(got[0], rel=1e-3)
+    # at other lengths the sweep's steps say nothing: the model's answer
+    assert max_rate(SHAPE, dev, cal.efficiency, engine, slo, isl=300, osl=64, cal=cal)[3] != "measured_fail"
+    # a model more cautious than its sweep (every step met the target): at least the fastest step's rate
+    tight = parse_slo(f"ttft_p95={t4 * 1000:.3f}ms")
+    for m in cal.measured:
+        m["stats"]["ttft_s"] = {k: v / 100 for k, v in m["stats"]["ttft_s"].items()}
+    fastest = max(m["rate"] for m in cal.measured)
+    got = max_rate(SHAPE, dev, cal.efficiency, engine, tight, isl=100, osl=64, cal=cal)
+    assert max_rate(SHAPE, dev, cal.efficiency, engine, tight, isl=100, osl=64, cal=model_only)[0] < fastest
+    assert got[0] == pytest.approx(fastest) and got[3] == "measured_pass"
 
 
 def test_max_rate_within_interpolates_between_steps():

@@ -55,6 +55,7 @@ class Calibration:
     sources: list[str] = field(default_factory=list)
     shared_host: bool = False
     ttft_at: str = "client"  # whose TTFT the fit models: the clients' or the engines' (vLLM's histogram)
+    measured: list[dict[str, Any]] = field(default_factory=list)  # per step: replicas, rate, lengths, stats (measured_bounds)
 
     def stretch(self, replicas: int) -> float:
         """The slowdown of R replicas sharing the measured host (linear beyond what was measured)."""
@@ -78,7 +79,35 @@ class Calibration:
         return {"device": self.device, "efficiency": self.efficiency.to_json(), "shared_host": self.shared_host,
                 "replica_stretch": {str(k): v for k, v in self.replica_stretch.items()},
                 "per_replicas": {str(k): v.to_json() for k, v in self.per_replicas.items()}, "fit": self.fit,
-                "sources": self.sources, "ttft_at": self.ttft_at}
+                "sources": self.sources, "ttft_at": self.ttft_at, "measured": self.measured}
+
+    def measured_bounds(self, slo, *, isl: float, osl: float, replicas: int) -> tuple[float, float]:
+        """(floor, ceiling) of the rate of ``replicas`` replicas within ``slo``
+        that this calibration's own steps measured, at lengths within
+        ±LENGTH_MATCH of ``isl``/``osl`` ((0, inf): no step says). With a step
+        that failed the targets, the ceiling is the rate the steps sustained
+        within them as ``bench --slo`` reads a sweep (llmctl.perf.sweep.
+        max_rate_within: between the last step that met them and the next
+        that did not, where the binding metric reaches its bound), or the
+        slowest failing step's rate when none met them; the floor is the
+        fastest step that met them. A step lacking a target's percentile
+        (vLLM's TTFT histogram has no p90/p99) says nothing."""
+        from llmctl.perf.sweep import max_rate_within
+
+        steps = [{"index": i, "summary": {"done": 1, "req_per_s": m["rate"], **m["stats"]}}
+                 for i, m in enumerate(self.measured) if m["replicas"] == replicas
+                 and abs(m["isl"] / max(isl, 1) - 1) <= LENGTH_MATCH and abs(m["osl"] / max(osl, 1) - 1) <= LENGTH_MATCH
+                 and slo.worst(m["stats"]) is not None]
+        met = [st["summary"]["req_per_s"] for st in steps if slo.met(st["summary"])]
+        failed = [st["summary"]["req_per_s"] for st in steps if not slo.met(st["summary"])]
+        if not failed:
+            return max(met, default=0.0), math.inf
+        ceiling = max_rate_within(steps, slo)["req_per_s"] or min(failed)
+        return min(max(met, default=0.0), ceiling), ceiling
+
+
+# a measured step bounds a plan only at lengths this close to its own (relative)
+LENGTH_MATCH = 0.25
 
 
 def load_sweeps(paths: Sequence[Path | str]) -> list[dict]:
@@ -170,7 +199,8 @@ def _steps(sweep: dict, replicas: int, ttft_at: str = "client") -> list[dict]:
                                  "(engine_ttft_s: the sweep ran where llmctl could not read the engines' metrics, or "
                                  f"by an older llmctl); run the sweep again (with {param('metrics_url')} on a "
                                  f"cluster llmctl did not start), or plan with {param('slo_at', 'client')}")
-        out.append({"n": st["concurrency"] / replicas, "x": m["req_per_s"] / replicas, "itl": m["tpot_s"]["mean"],
+        stats = {"ttft_s": ttft, "tpot_s": m["tpot_s"], "latency_s": m.get("latency_s") or {}}
+        out.append({"n": st["concurrency"] / replicas, "x": m["req_per_s"] / replicas, "itl": m["tpot_s"]["mean"], "stats": stats,
                     "itl_p95": m["tpot_s"]["p95"], "ttft": ttft["mean"], "ttft_p95": ttft["p95"],
                     "isl": m.get("prompt_tokens_mean") or s["prompt_tokens"], "osl": s["max_tokens"], "value": st["value"]})
     return out
@@ -207,6 +237,8 @@ def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
     for r, rpts in sorted(by_r.items()):
         e = eff if r == r1 else cal.for_replicas(r)
         for p in rpts:
+            cal.measured.append({"replicas": r, "concurrency": p["value"], "rate": p["x"] * r, "isl": p["isl"],
+                                 "osl": p["osl"], "stats": p["stats"]})
             pr = predict(shape, dev, e, engine, concurrency=p["n"], isl=round(p["isl"]), osl=p["osl"])
             cal.fit.append({"replicas": r, "concurrency": p["value"], "rate": p["x"] * r, "rate_fit": pr.rate * r,
                             "itl_p95": p["itl_p95"], "itl_p95_fit": pr.itl_p95_s, "ttft_p95": p["ttft_p95"],

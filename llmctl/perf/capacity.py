@@ -35,6 +35,8 @@ BOUND_TEXT = {
     "interconnect": "TP interconnect",
     "frontend": "API server / ingress (per-request overhead)",
     "unreachable": "target unreachable at any load",
+    "measured_fail": "the profile's own sweep (a step failed the targets above this rate)",
+    "measured_pass": "the profile's own sweep (a step met the targets at this rate)",
 }
 
 
@@ -111,12 +113,41 @@ def max_rate(shape: ModelShape, dev: Device, eff: Efficiency, engine: Engine, sl
              ) -> tuple[float, float, Optional[Prediction], str]:
     """(rate of all ``replicas``, concurrency per replica, prediction, bound);
     ``rounds``: the closed loop as a benchmark of that many requests per client
-    measures it (llmctl.perf.steady.predict), by default the steady state."""
+    measures it (llmctl.perf.steady.predict), by default the steady state.
+    With a calibration, the rate stays within what the calibration's own steps
+    measured at these lengths (Calibration.measured_bounds): never above a rate
+    a step failed the targets at, never below one a step met them at."""
     e = cal.for_replicas(replicas) if cal is not None else eff
 
     def at(n: float) -> Prediction:
         return at_load(shape, dev, e, engine, isl=isl, osl=osl, concurrency=n, rounds=rounds)
 
+    total, n, p, bound = _model_max_rate(at, engine, slo, isl=isl, osl=osl, replicas=replicas)
+    if cal is None:
+        return total, n, p, bound
+    floor, ceiling = cal.measured_bounds(slo, isl=isl, osl=osl, replicas=replicas)
+    if floor <= total <= ceiling:
+        return total, n, p, bound
+    want, bound = (ceiling, "measured_fail") if total > ceiling else (floor, "measured_pass")
+    n = _concurrency_for(at, want / replicas, capacity_cap(engine, isl, osl)[0])
+    return want, n, at(n), bound
+
+
+def _concurrency_for(at, rate: float, cap: float) -> float:
+    """The concurrency at which the model's closed loop runs ``rate`` requests/s
+    (its rate grows with the concurrency; ``cap`` when it never gets there)."""
+    lo, hi = 0.0, cap
+    if at(hi).rate <= rate:
+        return hi
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if at(mid).rate < rate else (lo, mid)
+    return max(hi, 1e-3)
+
+
+def _model_max_rate(at, engine: Engine, slo: SLO, *, isl: int, osl: int, replicas: int
+                    ) -> tuple[float, float, Optional[Prediction], str]:
+    """max_rate as the model alone answers it."""
     cap, cap_name = capacity_cap(engine, isl, osl)
     lo_n = min(1.0, cap)
     p = at(lo_n)

@@ -51,13 +51,22 @@ class SLO:
     def text(self) -> str:
         return ",".join(t.text() for t in self.targets)
 
-    def met(self, stats: dict) -> bool:
-        """True when every target holds for a bench summary ({"ttft_s": {"p95": …}, "tpot_s": …, "latency_s": …})."""
+    def worst(self, stats: dict) -> Optional[float]:
+        """The largest value / target over the targets for a bench summary's stats
+        ({"ttft_s": {"p95": …}, "tpot_s": …, "latency_s": …}); None when a
+        target's percentile is missing from them."""
+        ratios = []
         for t in self.targets:
             v = (stats.get(STAT_KEYS[t.metric]) or {}).get(f"p{t.percentile}")
-            if v is None or v > t.seconds:
-                return False
-        return True
+            if v is None:
+                return None
+            ratios.append(v / t.seconds)
+        return max(ratios, default=0.0)
+
+    def met(self, stats: dict) -> bool:
+        """True when every target holds for a bench summary's stats (:meth:`worst`)."""
+        w = self.worst(stats)
+        return w is not None and w <= 1
 
     def to_json(self) -> dict:
         return {t.key: t.seconds for t in self.targets}
