@@ -11,7 +11,10 @@ Two data sets, no GPU needed (it is arithmetic):
   precision, TP and model, the training and the held-out series apart, and
   per series the highest rate within TTFT <= 2 s & TPOT <= 50 ms and within
   TTFT <= 1 s & TPOT <= 30 ms;
-- tests/data/perf_published.yaml: the project's earlier published points.
+- tests/data/perf_published.yaml: the project's earlier published points;
+- bench/collected/gpustack_lab.yaml: the baseline runs of the lab whose H100
+  page gave five of those points, on its H100 and its A100 boxes (analysis
+  only: nothing is fitted on it, no band comes from it).
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from llmctl.perf.published import load_points, predict_point, summary  # noqa: E
 
 DATA = REPO / "tests" / "data" / "perf_published.yaml"
 GPU_DATA = REPO / "tests" / "data" / "gpu_serving_measurements.yaml"
+LAB_DATA = REPO / "bench" / "collected" / "gpustack_lab.yaml"
 DOC = REPO / "docs" / "capacity.md"
 MARKS = {"published": ("<!-- published:begin -->", "<!-- published:end -->"),
-         "gpu": ("<!-- gpu-accuracy:begin -->", "<!-- gpu-accuracy:end -->")}
+         "gpu": ("<!-- gpu-accuracy:begin -->", "<!-- gpu-accuracy:end -->"),
+         "same-lab": ("<!-- same-lab:begin -->", "<!-- same-lab:end -->")}
 
 
 def _pct(a: int, b: int) -> str:
@@ -93,6 +98,30 @@ def published_tables() -> str:
     return "\n".join(lines)
 
 
+def same_lab_tables() -> str:
+    """Every baseline run of bench/collected/gpustack_lab.yaml predicted as the earlier points are; per box and
+    model, the runs within ±30 % and the median error."""
+    import statistics
+
+    runs = load_points(LAB_DATA)
+    results = [predict_point(p) for p in runs]
+    lines = ["| box | model | runs | within ±30 % | median error | errors (ShareGPT, 32k, 4k, 2k, 128/4) |",
+             "| --- | --- | ---: | ---: | ---: | --- |"]
+    groups: dict[tuple[str, str], list] = {}
+    for p, r in zip(runs, results):
+        groups.setdefault((p["gpu"], p["model"]), []).append(r)
+    for box in sorted({g for g, _ in groups}, reverse=True):
+        for (gpu, model), rs in groups.items():
+            if gpu == box:
+                errs = [r.error for r in rs]
+                lines.append(f"| {gpu} | {model} | {len(rs)} | {_pct(sum(abs(e) <= 0.30 for e in errs), len(rs))} | "
+                             f"{statistics.median(errs):+.0%} | {', '.join(f'{e:+.0%}' for e in errs)} |")
+        every = [r.error for (gpu, _), rs in groups.items() if gpu == box for r in rs]
+        lines.append(f"| {box} | all | {len(every)} | {_pct(sum(abs(e) <= 0.30 for e in every), len(every))} | "
+                     f"{statistics.median(every):+.0%} | |")
+    return "\n".join(lines)
+
+
 def _replace(doc: str, mark: str, text: str) -> str:
     begin, end = MARKS[mark]
     head, rest = doc.split(begin, 1)
@@ -124,11 +153,14 @@ def main() -> int:
     points, slos = gpu_results()
     gpu_text = gpu_tables(points, slos)
     pub_text = published_tables()
+    lab_text = same_lab_tables()
     print(gpu_text)
     print()
     print(pub_text)
+    print()
+    print(lab_text)
     doc = DOC.read_text()
-    new = _replace(_replace(doc, "gpu", gpu_text), "published", pub_text)
+    new = _replace(_replace(_replace(doc, "gpu", gpu_text), "published", pub_text), "same-lab", lab_text)
     acc = json.dumps(bands.with_checks(bands.compute(points), bf16_checks(),
                                        "bench/published16.py on bench/collected/bf16_serving_2026-11.yaml (every check)"),
                      indent=1, sort_keys=True) + "\n"

@@ -298,5 +298,11 @@ def test_plan_trace_asks_for_the_replicas_the_burst_took(ttft_app, cluster_home,
            f"peak, {row.get('max_rate')} req/s per replica, per window {row['replicas_by_window']}; policy's targets "
            f"{[p['target'] for p in tl]}")
     print("\n" + why)
-    assert row["replicas_at_peak"] == max(p["target"] for p in tl if p["target"]) == 2, why
+    # The burst needed more than one replica: the policy scaled out, to the app's max_replicas (2), and the plan
+    # asks for at least that many (more when one replica's measured rate says 2 cannot carry the burst's 12 req/s:
+    # 2026-11-29, a sweep whose one replica levelled off at 5.1 req/s, the plan 3). The windows agree with the peak;
+    # the quiet ones need one, as the policy kept.
+    assert max(p["target"] for p in tl if p["target"]) == 2, why
+    assert None not in row["replicas_by_window"], why
+    assert row["replicas_at_peak"] >= 2 and max(row["replicas_by_window"]) == row["replicas_at_peak"], why
     assert set(quiet) == {1}, why

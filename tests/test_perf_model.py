@@ -235,6 +235,11 @@ def test_plan_stays_within_what_its_own_sweep_measured():
     assert got[3] == "measured_fail" and got[2].rate == pytest.approx(got[0], rel=1e-3)
     # at other lengths the sweep's steps say nothing: the model's answer
     assert max_rate(SHAPE, dev, cal.efficiency, engine, slo, isl=300, osl=64, cal=cal)[3] != "measured_fail"
+    # prompts the engine counted 1.5 x longer than the sweep asked for (bench sends about N words) still are the
+    # plan's requests of the asked length
+    for m in cal.measured:
+        m["isl"] = 1.5 * m["isl_asked"]
+    assert max_rate(SHAPE, dev, cal.efficiency, engine, slo, isl=100, osl=64, cal=cal)[0] == pytest.approx(got[0])
     # a model more cautious than its sweep (every step met the target): at least the fastest step's rate
     tight = parse_slo(f"ttft_p95={t4 * 1000:.3f}ms")
     for m in cal.measured:
@@ -243,6 +248,26 @@ def test_plan_stays_within_what_its_own_sweep_measured():
     got = max_rate(SHAPE, dev, cal.efficiency, engine, tight, isl=100, osl=64, cal=cal)
     assert max_rate(SHAPE, dev, cal.efficiency, engine, tight, isl=100, osl=64, cal=model_only)[0] < fastest
     assert got[0] == pytest.approx(fastest) and got[3] == "measured_pass"
+
+
+def test_a_trace_window_reads_the_replicas_the_peak_was_sized_with():
+    """On a shared host (a CPU calibration) the replica counts come from a search; plan --trace's windows read the
+    same counts, so a window as busy as the peak gets the peak's replicas (it once got None: only 1 and 2 were
+    kept for the windows while the peak's search went on to 3)."""
+    from llmctl.perf.capacity import plan_capacity
+    from llmctl.workload import TracePlan
+
+    truth = Efficiency(step_s=0.002, seq_s=0.0004, token_s=2e-5, request_s=0.05, ttft_steps=20, ttft_p95_ratio=2.0,
+                       itl_p95_ratio=1.4, frontend_s=0)
+    dev, engine = Device("cpu", math.inf, math.inf), Engine(256, 4096, 0)
+    cal = fit([_synthetic_sweep(truth)], SHAPE, dev, engine, base=Efficiency(frontend_s=0))
+    slo = parse_slo("ttft_p95=2s")
+    one = plan_capacity([("cpu", 1, SHAPE, dev, engine)], slo, isl=100, osl=64, rate=None, prices={}, cal=cal)[0]
+    peak = 2.5 * one.max_rate
+    row = plan_capacity([("cpu", 1, SHAPE, dev, engine)], slo, isl=100, osl=64, rate=peak, prices={}, cal=cal)[0]
+    assert row.replicas == 3 and row.by_replicas[3] >= peak > row.by_replicas[2]
+    tp = TracePlan({}, None)
+    assert [tp.replicas_for(row, r) for r in (0.0, 0.5 * one.max_rate, 1.5 * one.max_rate, peak)] == [1, 1, 2, 3]
 
 
 def test_max_rate_within_interpolates_between_steps():

@@ -95,8 +95,7 @@ class Calibration:
         from llmctl.perf.sweep import max_rate_within
 
         steps = [{"index": i, "summary": {"done": 1, "req_per_s": m["rate"], **m["stats"]}}
-                 for i, m in enumerate(self.measured) if m["replicas"] == replicas
-                 and abs(m["isl"] / max(isl, 1) - 1) <= LENGTH_MATCH and abs(m["osl"] / max(osl, 1) - 1) <= LENGTH_MATCH
+                 for i, m in enumerate(self.measured) if m["replicas"] == replicas and _same_lengths(m, isl, osl)
                  and slo.worst(m["stats"]) is not None]
         met = [st["summary"]["req_per_s"] for st in steps if slo.met(st["summary"])]
         failed = [st["summary"]["req_per_s"] for st in steps if not slo.met(st["summary"])]
@@ -108,6 +107,16 @@ class Calibration:
 
 # a measured step bounds a plan only at lengths this close to its own (relative)
 LENGTH_MATCH = 0.25
+
+
+def _same_lengths(step: dict, isl: float, osl: float) -> bool:
+    """A step ran the plan's requests: its output length, and its prompt as the engine counted it or as the
+    sweep asked for it (``bench --prompt-tokens N`` sends about N words, which a model's tokenizer may count as
+    more tokens; a trace replayed by ``bench`` asks for its lengths the same way), within ±LENGTH_MATCH."""
+    def near(a: float, b: float) -> bool:
+        return abs(a / max(b, 1) - 1) <= LENGTH_MATCH
+
+    return near(step["osl"], osl) and any(near(v, isl) for v in (step["isl"], step.get("isl_asked") or 0) if v)
 
 
 def load_sweeps(paths: Sequence[Path | str]) -> list[dict]:
@@ -202,7 +211,8 @@ def _steps(sweep: dict, replicas: int, ttft_at: str = "client") -> list[dict]:
         stats = {"ttft_s": ttft, "tpot_s": m["tpot_s"], "latency_s": m.get("latency_s") or {}}
         out.append({"n": st["concurrency"] / replicas, "x": m["req_per_s"] / replicas, "itl": m["tpot_s"]["mean"], "stats": stats,
                     "itl_p95": m["tpot_s"]["p95"], "ttft": ttft["mean"], "ttft_p95": ttft["p95"],
-                    "isl": m.get("prompt_tokens_mean") or s["prompt_tokens"], "osl": s["max_tokens"], "value": st["value"]})
+                    "isl": m.get("prompt_tokens_mean") or s["prompt_tokens"], "isl_asked": s.get("prompt_tokens"),
+                    "osl": s["max_tokens"], "value": st["value"]})
     return out
 
 
@@ -238,7 +248,7 @@ def fit(sweeps: list[dict], shape: ModelShape, dev: Device, engine: Engine, *,
         e = eff if r == r1 else cal.for_replicas(r)
         for p in rpts:
             cal.measured.append({"replicas": r, "concurrency": p["value"], "rate": p["x"] * r, "isl": p["isl"],
-                                 "osl": p["osl"], "stats": p["stats"]})
+                                 "isl_asked": p["isl_asked"], "osl": p["osl"], "stats": p["stats"]})
             pr = predict(shape, dev, e, engine, concurrency=p["n"], isl=round(p["isl"]), osl=p["osl"])
             cal.fit.append({"replicas": r, "concurrency": p["value"], "rate": p["x"] * r, "rate_fit": pr.rate * r,
                             "itl_p95": p["itl_p95"], "itl_p95_fit": pr.itl_p95_s, "ttft_p95": p["ttft_p95"],

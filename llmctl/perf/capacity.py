@@ -35,7 +35,7 @@ BOUND_TEXT = {
     "interconnect": "TP interconnect",
     "frontend": "API server / ingress (per-request overhead)",
     "unreachable": "target unreachable at any load",
-    "measured_fail": "the profile's own sweep (a step failed the targets above this rate)",
+    "measured_fail": "the profile's own sweep (where its steps crossed the targets)",
     "measured_pass": "the profile's own sweep (a step met the targets at this rate)",
 }
 
@@ -213,11 +213,13 @@ def plan_capacity(setups: list[tuple[str, int, ModelShape, Device, Engine]], slo
         if r1 > 0 and rate:
             reps = max(1, math.ceil(rate / r1 - 1e-9))
             if cal is not None and cal.shared_host:  # replicas slow each other down: search
-                reps, total = None, 0.0
+                reps, total, seen = None, 0.0, {}
                 for r in range(1, 65):
                     total, n_r, _, _ = max_rate(shape, dev, eff, engine, slo, isl=isl, osl=osl, replicas=r, cal=cal)
+                    seen[r] = total
                     if total >= rate:
                         reps = r
+                        row.by_replicas.update(seen)  # up to the count found: a lower rate (a trace's window) reads it
                         break
                 row.replicas, row.rate_total = reps, total if reps else None
                 if reps is None:
