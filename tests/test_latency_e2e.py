@@ -205,7 +205,10 @@ def _policy_log(cluster_home, lines: int = 20) -> str:
 # engine TTFT p95 105 ms at 9.7 req/s (the same plan with the code of the day before). A retry runs the test
 # whole again; failing twice fails. Since then, a likely cause of the first was found and fixed (bench read a chunk
 # whose text held U+2028 / U+0085 as two lines: tests/test_loadgen_sweep.py), and plan --profile keeps to what its own
-# sweep measured (tests/test_perf_model.py); the retry stays while the two have not passed a week of CI runs.
+# sweep measured (tests/test_perf_model.py). A run after those fixes showed the test below asserted more than the
+# policy can show: the policy stops at the app's max_replicas (2), while the plan, from a sweep whose one replica
+# levelled off at 5.1 req/s, rightly asked 3 for the 12 req/s burst; it now asserts at least 2 (and windows that
+# agree with the peak). The retry stays while the two have not passed a week of CI runs.
 @pytest.mark.flaky(reruns=1)
 @pytest.mark.timeout(2400)
 def test_trace_replay_follows_the_burst(ttft_app, cluster_home, tmp_path):
