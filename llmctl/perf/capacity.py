@@ -87,14 +87,11 @@ def _met(slo: SLO, p: Prediction) -> bool:
 
 
 def _failing(slo: SLO, p: Prediction) -> str:
-    stats = p.stats()
+    """The metric of the target the prediction misses most (SLO.ratios; the first of equals)."""
     worst, metric = 0.0, "itl"
-    for t in slo.targets:
-        from llmctl.perf.slo import STAT_KEYS
-
-        v = stats[STAT_KEYS[t.metric]][f"p{t.percentile}"]
-        if v / t.seconds > worst:
-            worst, metric = v / t.seconds, t.metric
+    for t, ratio in slo.ratios(p.stats()) or []:
+        if ratio > worst:
+            worst, metric = ratio, t.metric
     return metric
 
 

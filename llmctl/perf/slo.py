@@ -51,17 +51,22 @@ class SLO:
     def text(self) -> str:
         return ",".join(t.text() for t in self.targets)
 
-    def worst(self, stats: dict) -> Optional[float]:
-        """The largest value / target over the targets for a bench summary's stats
+    def ratios(self, stats: dict) -> Optional[list[tuple["Target", float]]]:
+        """Each target with value / bound for a bench summary's stats
         ({"ttft_s": {"p95": …}, "tpot_s": …, "latency_s": …}); None when a
         target's percentile is missing from them."""
-        ratios = []
+        out = []
         for t in self.targets:
             v = (stats.get(STAT_KEYS[t.metric]) or {}).get(f"p{t.percentile}")
             if v is None:
                 return None
-            ratios.append(v / t.seconds)
-        return max(ratios, default=0.0)
+            out.append((t, v / t.seconds))
+        return out
+
+    def worst(self, stats: dict) -> Optional[float]:
+        """The largest value / bound over the targets (:meth:`ratios`); None when one is missing."""
+        r = self.ratios(stats)
+        return None if r is None else max((x for _, x in r), default=0.0)
 
     def met(self, stats: dict) -> bool:
         """True when every target holds for a bench summary's stats (:meth:`worst`)."""
